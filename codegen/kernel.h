@@ -1,0 +1,82 @@
+// Kernel: the target-independent form of a fused group (DESIGN.md §6).
+//
+// A Kernel is an iteration domain of `rank` dimensions, parameters (buffers:
+// inputs first, then outputs) and a straight-line body of scalar
+// instructions run once per element of the domain: loads of the parameters
+// at the current index, constants, elementwise ops (whose meaning is
+// ir/scalar_formulas.h) and stores. Renderers map it onto a target:
+// codegen/llvm_renderer.cpp (CPU) and codegen/cuda_renderer.cpp (CUDA C).
+//
+// Sizes are never part of a kernel: they and the strides are integer
+// arguments, so one compiled kernel serves every shape with the same
+// signature (ops, dtypes, rank, inner-stride pattern). Argument layout:
+//
+//   args[0 .. rank)                          sizes of the domain, outermost first
+//   args[rank + p*rank .. rank + (p+1)*rank) strides of parameter p, in elements
+//                                            (0 where p is broadcast)
+//
+// The innermost stride of each parameter is also a compile-time class
+// (zero, one, any): with zero or one the renderer uses the constant and the
+// inner loop vectorizes; with any it reads the argument.
+//
+// CPU ABI (runtime::CpuKernelFn): `void name(void* const* buffers,
+// const int64_t* args, int64_t begin, int64_t end)` computes the elements
+// [begin, end) of the row-major flattened domain; any split is valid (the
+// runtime splits across threads), including one that starts or ends mid-row.
+//
+// CUDA ABI: `extern "C" __global__ void name(T0* p0, ..., Tk* pk, KilnArgs a)`
+// with `struct KilnArgs { long long sizes[rank]; long long strides[P][rank];
+// long long numel; }` passed by value: a grid-stride loop over [0, numel).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/attributes.h"
+#include "ir/op_registry.h"
+#include "runtime/dtype.h"
+
+namespace kiln::codegen {
+
+enum class InnerStride : uint8_t { zero, one, any };
+
+struct KernelParam {
+  DType dtype = DType::f32;
+  bool output = false;
+  InnerStride inner = InnerStride::one;
+};
+
+/// One scalar instruction; operands name earlier instructions by index.
+struct ScalarInstr {
+  enum class Kind : uint8_t { load, constant, op, store };
+  Kind kind = Kind::op;
+  ir::Op op = ir::Op::add;    ///< for Kind::op
+  std::vector<int> operands;  ///< for Kind::op: inputs; Kind::store: {value}
+  int param = -1;             ///< for load and store
+  double value = 0.0;         ///< for Kind::constant
+  ir::Attributes attrs;       ///< for Kind::op: the node's attributes
+  DType dtype = DType::f32;   ///< result dtype (load, constant, op)
+};
+
+struct Kernel {
+  std::string name;                 ///< a C identifier, unique per signature
+  int rank = 1;                     ///< >= 1
+  std::vector<KernelParam> params;  ///< inputs first, then outputs
+  std::vector<ScalarInstr> body;
+
+  int numParams() const { return static_cast<int>(params.size()); }
+  /// A text form of everything the generated code depends on; equal
+  /// signatures give identical code. The kernel cache keys on its hash.
+  std::string signature() const;
+  /// Human-readable listing, for irdump and failure messages.
+  std::string str() const;
+};
+
+/// Launch arguments for a kernel over concrete shapes (see the layout above).
+struct LaunchArgs {
+  std::vector<int64_t> args;
+  int64_t numel = 0;
+};
+
+}  // namespace kiln::codegen

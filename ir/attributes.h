@@ -1,0 +1,25 @@
+// Typed node attributes: int, float, string, int list, dtype (DESIGN.md §4).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "runtime/dtype.h"
+
+namespace kiln::ir {
+
+using AttrValue = std::variant<int64_t, double, std::string, std::vector<int64_t>, DType>;
+/// Attributes by name; a std::map so that printing and hashing are ordered.
+using Attributes = std::map<std::string, AttrValue>;
+
+/// The attribute as the printer writes it: 3, 1.0e-05, "text", [1, 2], f32.
+std::string attrStr(const AttrValue& value);
+
+/// The float attribute `name`; throws kiln::Error naming `op` when missing or
+/// of another kind.
+double floatAttr(const Attributes& attrs, const char* name, std::string_view op);
+
+}  // namespace kiln::ir

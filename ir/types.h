@@ -1,0 +1,34 @@
+// Tensor types of the IR: dtype, shape and device, printed as f32[8192,1024]@cpu.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/device.h"
+#include "runtime/dtype.h"
+
+namespace kiln::ir {
+
+using Shape = std::vector<int64_t>;
+
+struct TensorType {
+  DType dtype = DType::f32;
+  Shape shape;
+  Device device;
+
+  int64_t numel() const;
+  int rank() const { return static_cast<int>(shape.size()); }
+  /// "f32[8192,1024]@cpu"; a scalar is "f32[]@cpu".
+  std::string str() const;
+  friend bool operator==(const TensorType&, const TensorType&) = default;
+};
+
+/// "[8192,1024]".
+std::string shapeStr(const Shape& shape);
+int64_t numel(const Shape& shape);
+/// The NumPy broadcast of two shapes; std::nullopt when they do not broadcast.
+std::optional<Shape> broadcastShapes(const Shape& a, const Shape& b);
+
+}  // namespace kiln::ir

@@ -1,0 +1,44 @@
+// Running an Executable: bind inputs, allocate the rest, launch each step.
+#include "runtime/executable.h"
+
+#include "runtime/error.h"
+#include "runtime/thread_pool.h"
+
+namespace kiln::runtime {
+
+namespace {
+std::atomic<int64_t> gLaunches{0};
+}
+
+int64_t kernelLaunchCount() { return gLaunches.load(std::memory_order_relaxed); }
+
+std::vector<std::shared_ptr<Buffer>> Executable::run(const std::vector<std::shared_ptr<Buffer>>& inputs) const {
+  KILN_ASSERT(inputs.size() == inputSlots.size(), "executable got {} inputs, expects {}", inputs.size(),
+              inputSlots.size());
+  std::vector<std::shared_ptr<Buffer>> bound(slots.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const SlotSpec& spec = slots[inputSlots[i]];
+    KILN_ASSERT(inputs[i] && inputs[i]->bytes() >= spec.bytes, "input {} is smaller than its slot", i);
+    bound[inputSlots[i]] = inputs[i];
+  }
+  for (size_t s = 0; s < slots.size(); ++s)
+    if (!bound[s]) bound[s] = allocateBuffer(slots[s].device, slots[s].bytes);
+
+  std::vector<void*> ptrs;
+  for (const KernelStep& step : steps) {
+    ptrs.clear();
+    for (int slot : step.slots) ptrs.push_back(bound[slot]->data());
+    const int64_t* args = step.args.data();
+    void* const* bufs = ptrs.data();
+    CpuKernelFn fn = step.fn;
+    ThreadPool::instance().parallelFor(step.numel, step.grain,
+                                       [&](int64_t begin, int64_t end) { fn(bufs, args, begin, end); });
+    gLaunches.fetch_add(1, std::memory_order_relaxed);
+  }
+  std::vector<std::shared_ptr<Buffer>> outputs;
+  outputs.reserve(outputSlots.size());
+  for (int slot : outputSlots) outputs.push_back(bound[slot]);
+  return outputs;
+}
+
+}  // namespace kiln::runtime

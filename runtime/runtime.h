@@ -1,0 +1,11 @@
+// The runtime layer's contract (DESIGN.md §1, §7): dtypes, devices, errors,
+// memory, the thread pool and the Executable that codegen produces. It knows
+// nothing of the IR or of tensors.
+#pragma once
+
+#include "runtime/allocator.h"
+#include "runtime/device.h"
+#include "runtime/dtype.h"
+#include "runtime/error.h"
+#include "runtime/executable.h"
+#include "runtime/thread_pool.h"
