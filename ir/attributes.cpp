@@ -1,0 +1,53 @@
+// Printing and reading typed attributes.
+#include "ir/attributes.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+
+#include "runtime/error.h"
+
+namespace kiln::ir {
+
+namespace {
+// Floats print with enough digits to round-trip exactly, always with a '.'
+// or an exponent so that the parser can tell them from ints.
+std::string floatStr(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  std::string s = fmt::format("{}", v);
+  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+}  // namespace
+
+std::string attrStr(const AttrValue& value) {
+  struct Visitor {
+    std::string operator()(int64_t v) const { return fmt::format("{}", v); }
+    std::string operator()(double v) const { return floatStr(v); }
+    std::string operator()(const std::string& v) const { return quoted(v); }
+    std::string operator()(const std::vector<int64_t>& v) const { return fmt::format("[{}]", fmt::join(v, ", ")); }
+    std::string operator()(DType v) const { return std::string(dtypeName(v)); }
+  };
+  return std::visit(Visitor{}, value);
+}
+
+double floatAttr(const Attributes& attrs, const char* name, std::string_view op) {
+  auto it = attrs.find(name);
+  KILN_CHECK(it != attrs.end(), "{}: missing attribute '{}'", op, name);
+  if (const double* v = std::get_if<double>(&it->second)) return *v;
+  if (const int64_t* v = std::get_if<int64_t>(&it->second)) return static_cast<double>(*v);
+  fail("{}: attribute '{}' must be a float, got {}", op, name, attrStr(it->second));
+}
+
+}  // namespace kiln::ir

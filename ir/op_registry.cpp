@@ -1,0 +1,82 @@
+// The op table generated from ir/Ops.def and the result-type rules of each op.
+#include "ir/op_registry.h"
+
+#include <array>
+
+#include "runtime/error.h"
+
+namespace kiln::ir {
+
+namespace {
+constexpr OpInfo kOps[] = {
+#define KILN_OP(id, text, kind, arity) {Op::id, text, OpKind::kind, arity},
+#include "ir/Ops.def"
+};
+
+std::string typesStr(std::span<const TensorType> types) {
+  std::string s;
+  for (size_t i = 0; i < types.size(); ++i) s += (i ? " and " : "") + types[i].str();
+  return s;
+}
+
+TensorType inferElementwise(Op op, std::span<const TensorType> in) {
+  const std::string_view name = opName(op);
+  for (const TensorType& t : in.subspan(1)) {
+    KILN_CHECK(t.device == in[0].device, "{}: expected all tensors on the same device, got {}", name,
+               typesStr(in));
+    KILN_CHECK(t.dtype == in[0].dtype, "{}: expected all tensors of the same dtype, got {}", name, typesStr(in));
+  }
+  KILN_CHECK(in[0].dtype == DType::f32, "{}: dtype {} is not supported yet (only f32), got {}", name,
+             dtypeName(in[0].dtype), typesStr(in));
+  Shape shape = in[0].shape;
+  for (const TensorType& t : in.subspan(1)) {
+    auto b = broadcastShapes(shape, t.shape);
+    KILN_CHECK(b.has_value(), "{}: shapes do not broadcast, got {}", name, typesStr(in));
+    shape = *b;
+  }
+  return {in[0].dtype, shape, in[0].device};
+}
+}  // namespace
+
+const int kNumOps = static_cast<int>(std::size(kOps));
+
+const OpInfo& opInfo(Op op) {
+  auto i = static_cast<size_t>(op);
+  KILN_ASSERT(i < std::size(kOps) && kOps[i].op == op, "op table out of step");
+  return kOps[i];
+}
+
+std::optional<Op> parseOp(std::string_view name) {
+  for (const OpInfo& info : kOps)
+    if (info.name == name) return info.op;
+  return std::nullopt;
+}
+
+std::span<const OpInfo> allOps() { return kOps; }
+
+TensorType inferType(Op op, std::span<const TensorType> inputs, const Attributes& attrs) {
+  const OpInfo& info = opInfo(op);
+  KILN_CHECK(info.arity < 0 || static_cast<int>(inputs.size()) == info.arity, "{}: expected {} inputs, got {}",
+             info.name, info.arity, inputs.size());
+  switch (op) {
+    case Op::add:
+    case Op::sub:
+    case Op::mul:
+    case Op::div:
+    case Op::maximum:
+    case Op::minimum:
+    case Op::neg:
+    case Op::relu:
+    case Op::exp:
+    case Op::log:
+    case Op::sqrt:
+    case Op::tanh:
+    case Op::sigmoid: return inferElementwise(op, inputs);
+    case Op::constant:
+    case Op::fusion: break;
+  }
+  KILN_ASSERT(false, "inferType called for {}, whose type is given by its creator", info.name);
+  return {};
+}
+
+}  // namespace kiln::ir

@@ -1,0 +1,36 @@
+// Tensor types: printing and NumPy broadcasting.
+#include "ir/types.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace kiln::ir {
+
+int64_t numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+int64_t TensorType::numel() const { return ir::numel(shape); }
+
+std::string shapeStr(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ",")); }
+
+std::string TensorType::str() const {
+  return fmt::format("{}{}@{}", dtypeName(dtype), shapeStr(shape), device.str());
+}
+
+std::optional<Shape> broadcastShapes(const Shape& a, const Shape& b) {
+  const size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    // Align from the right; a missing dimension acts as 1.
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1) return std::nullopt;
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+}  // namespace kiln::ir
