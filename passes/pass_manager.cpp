@@ -1,0 +1,60 @@
+// The pass table and the PassManager of passes/pass_manager.h.
+#include "passes/pass_manager.h"
+
+#include <fmt/format.h>
+
+#include "passes/passes.h"
+#include "runtime/error.h"
+
+namespace kiln::passes {
+
+namespace {
+// One row per pass: flag, one-line summary, entry point.
+constexpr PassInfo kPasses[] = {
+    {"dce", "remove nodes whose results are never used", runDce},
+    {"fuse-elementwise", "group chains of elementwise ops over one iteration domain into fusion nodes",
+     runFuseElementwise},
+};
+}  // namespace
+
+std::span<const PassInfo> allPasses() { return kPasses; }
+
+const PassInfo* findPass(std::string_view name) {
+  for (const PassInfo& p : kPasses)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+PassManager::PassManager(std::string_view pipeline) {
+  while (!pipeline.empty()) {
+    size_t comma = pipeline.find(',');
+    std::string_view name = pipeline.substr(0, comma);
+    while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
+    while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
+    if (!name.empty()) {
+      const PassInfo* pass = findPass(name);
+      if (!pass) {
+        std::string known;
+        for (const PassInfo& p : kPasses) known += (known.empty() ? "" : ", ") + std::string(p.name);
+        fail("pass pipeline: unknown pass '{}'; known passes: {}", name, known);
+      }
+      passes_.push_back(pass);
+    }
+    if (comma == std::string_view::npos) break;
+    pipeline.remove_prefix(comma + 1);
+  }
+}
+
+void PassManager::run(ir::Graph& graph) {
+  for (const PassInfo* pass : passes_) {
+    if (hook_) hook_(pass->name, graph, /*after=*/false, /*changed=*/false);
+    PassContext context{std::string(pass->name)};
+    bool changed = pass->run(graph, context);
+    auto& stats = stats_[std::string(pass->name)];
+    for (const auto& [key, n] : context.stats()) stats[key] += n;
+    remarks_.insert(remarks_.end(), context.remarks().begin(), context.remarks().end());
+    if (hook_) hook_(pass->name, graph, /*after=*/true, changed);
+  }
+}
+
+}  // namespace kiln::passes
