@@ -69,6 +69,8 @@ struct Kernel {
   /// A text form of everything the generated code depends on; equal
   /// signatures give identical code. The kernel cache keys on its hash.
   std::string signature() const;
+  /// FNV-1a 64 of signature(): stable across processes and machines.
+  uint64_t hash() const;
   /// Human-readable listing, for irdump and failure messages.
   std::string str() const;
 };

@@ -1,0 +1,26 @@
+// From a fused graph to a runtime::Executable (DESIGN.md §2 steps 4-5).
+//
+// Every node of the graph must be a fusion node (or a constant read only by
+// them): compileGraph() lowers each to a Kernel, gets it compiled through the
+// kernel cache and lays out buffer slots — the graph's inputs, then one slot
+// per fusion result. A backend that cannot run a node says so up front
+// (supports()), before anything is compiled.
+#pragma once
+
+#include <string>
+
+#include "ir/graph.h"
+#include "runtime/executable.h"
+
+namespace kiln::codegen {
+
+/// Whether the CPU backend can run `node` as a top-level node of a graph;
+/// when not, `why` says why.
+bool supports(const ir::Node& node, std::string* why = nullptr);
+
+/// Compiles `graph` (after fusion) into an executable whose inputs are the
+/// graph's inputs and whose outputs are the graph's outputs. Throws
+/// kiln::Error naming the first unsupported node.
+runtime::Executable compileGraph(const ir::Graph& graph);
+
+}  // namespace kiln::codegen
