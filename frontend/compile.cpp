@@ -1,0 +1,91 @@
+// The engine behind kiln::compile: trace, pass pipeline, compileGraph, run.
+#include "frontend/compile.h"
+
+#include <fmt/format.h>
+
+#include "codegen/compile_graph.h"
+#include "frontend/trace.h"
+#include "ir/printer.h"
+#include "passes/pass_manager.h"
+#include "runtime/executable.h"
+
+namespace kiln::detail {
+
+struct CompiledProgram {
+  std::string graphText;                  ///< the graph after the pipeline, for inspection
+  runtime::Executable exe;
+  std::vector<ir::TensorType> outputTypes;
+  std::vector<Tensor> captures;           ///< eager tensors the trace read
+};
+
+std::string arityMessage(size_t given) {
+  return fmt::format("compile: the compiled function cannot be called with {} tensors", given);
+}
+
+CompileEngine::CompileEngine(TraceFn fn, CompileOptions options) : fn_(std::move(fn)), options_(std::move(options)) {
+  passes::PassManager check(options_.pipeline);  // report a bad pipeline now, not at the first call
+}
+
+CompileEngine::~CompileEngine() = default;
+
+std::shared_ptr<CompiledProgram> CompileEngine::compileFor(const std::vector<Tensor>& inputs) {
+  auto state = std::make_unique<TraceState>();
+  std::vector<Tensor> traced;
+  for (size_t i = 0; i < inputs.size(); ++i) traced.push_back(state->wrap(state->graph.addInput(inputs[i].type(), fmt::format("x{}", i))));
+  std::vector<Tensor> results;
+  {
+    TraceGuard guard(state.get());
+    results = fn_(traced);
+  }
+  KILN_CHECK(!results.empty(), "compile: the traced function returned no tensors; return the tensors it computes");
+  std::vector<ir::Value*> outputs;
+  for (size_t i = 0; i < results.size(); ++i) {
+    KILN_CHECK(results[i].defined(), "compile: result {} of the traced function is an undefined tensor", i);
+    outputs.push_back(state->valueOf(results[i], "compile"));
+  }
+  state->graph.setOutputs(outputs);
+
+  auto program = std::make_shared<CompiledProgram>();
+  // Inputs of the traced graph: the arguments, then the captured tensors.
+  passes::PassManager(options_.pipeline).run(state->graph);
+  program->exe = codegen::compileGraph(state->graph);
+  for (ir::Value* v : state->graph.outputs()) program->outputTypes.push_back(v->type());
+  program->captures = state->captures;
+  program->graphText = ir::printGraph(state->graph);
+  return program;
+}
+
+std::vector<Tensor> CompileEngine::call(const std::vector<Tensor>& inputs) {
+  KILN_CHECK(!TraceState::current(), "compile: calling a compiled function while tracing another is not supported yet");
+  std::string key;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    KILN_CHECK(inputs[i].defined(), "compile: argument {} is an undefined tensor", i);
+    KILN_CHECK(!inputs[i].isTraced(), "compile: argument {} ({}) was produced while tracing and has no value", i,
+               inputs[i].str());
+    key += inputs[i].type().str() + ";";
+  }
+  auto it = programs_.find(key);
+  if (it == programs_.end()) {
+    it = programs_.emplace(key, compileFor(inputs)).first;
+    compiles_++;
+  }
+  last_ = it->second;
+  const CompiledProgram& p = *it->second;
+  std::vector<std::shared_ptr<runtime::Buffer>> buffers;
+  for (const Tensor& t : inputs) buffers.push_back(t.impl()->storage);
+  for (const Tensor& t : p.captures) buffers.push_back(t.impl()->storage);
+  auto outs = p.exe.run(buffers);
+  std::vector<Tensor> results;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    auto impl = std::make_shared<TensorImpl>();
+    impl->type = p.outputTypes[i];
+    impl->storage = std::move(outs[i]);
+    results.emplace_back(std::move(impl));
+  }
+  return results;
+}
+
+std::string CompileEngine::lastGraph() const { return last_ ? last_->graphText : std::string(); }
+int CompileEngine::lastNumKernels() const { return last_ ? last_->exe.numKernels() : 0; }
+
+}  // namespace kiln::detail

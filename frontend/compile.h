@@ -1,0 +1,143 @@
+// kiln::compile: trace a function of tensors into a graph, run the pass
+// pipeline, compile it and run it (DESIGN.md §2), like torch.compile.
+//
+//   auto f = kiln::compile([](const kiln::Tensor& x, const kiln::Tensor& b) {
+//     return kiln::relu(x + b);
+//   });
+//   kiln::Tensor y = f(x, b);   // traces and compiles on the first call
+//
+// The compiled program is cached by the signature of the arguments (dtype,
+// shape and device of each) and recompiled when it changes. Eager tensors
+// that the function reads without taking them as arguments (weights, say)
+// are captured: the program reads their current storage at every call.
+// Scalars in the function are constants of the program. The function must
+// return a Tensor or a std::vector<Tensor> with at least one tensor.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "frontend/tensor.h"
+#include "runtime/error.h"
+
+namespace kiln {
+
+struct CompileOptions {
+  /// The pass pipeline run on each traced graph.
+  std::string pipeline = "dce,fuse-elementwise";
+};
+
+namespace detail {
+struct CompiledProgram;
+/// The error when a compiled function is called with the wrong number of tensors.
+std::string arityMessage(size_t given);
+
+/// The untyped engine behind kiln::compile.
+class CompileEngine {
+ public:
+  using TraceFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+  CompileEngine(TraceFn fn, CompileOptions options);
+  ~CompileEngine();
+
+  std::vector<Tensor> call(const std::vector<Tensor>& inputs);
+
+  /// Programs compiled so far (one per argument signature seen).
+  int numCompiles() const { return compiles_; }
+  /// The fused graph of the most recent call's program, printed.
+  std::string lastGraph() const;
+  /// Kernels one call of the most recent call's program launches.
+  int lastNumKernels() const;
+
+ private:
+  std::shared_ptr<CompiledProgram> compileFor(const std::vector<Tensor>& inputs);
+
+  TraceFn fn_;
+  CompileOptions options_;
+  std::map<std::string, std::shared_ptr<CompiledProgram>> programs_;
+  std::shared_ptr<CompiledProgram> last_;
+  int compiles_ = 0;
+};
+}  // namespace detail
+
+/// A function compiled by kiln::compile; calling it runs the program.
+template <typename F>
+class CompiledFunction {
+ public:
+  CompiledFunction(F fn, CompileOptions options)
+      : fn_(std::make_shared<F>(std::move(fn))), engine_(std::make_shared<detail::CompileEngine>(makeTrace(), options)) {}
+
+  template <typename... Args>
+  auto operator()(const Args&... args) {
+    static_assert((std::is_convertible_v<const Args&, const Tensor&> && ...),
+                  "kiln::compile: arguments of a compiled function must be kiln::Tensor");
+    using R = std::invoke_result_t<F&, const Args&...>;
+    std::vector<Tensor> outputs = engine_->call({args...});
+    if constexpr (std::is_same_v<R, std::vector<Tensor>>)
+      return outputs;
+    else
+      return outputs.at(0);
+  }
+
+  int numCompiles() const { return engine_->numCompiles(); }
+  std::string lastGraph() const { return engine_->lastGraph(); }
+  int lastNumKernels() const { return engine_->lastNumKernels(); }
+
+ private:
+  detail::CompileEngine::TraceFn makeTrace() {
+    return [fn = fn_](const std::vector<Tensor>& inputs) { return invoke(*fn, inputs); };
+  }
+
+  static std::vector<Tensor> invoke(F& fn, const std::vector<Tensor>& in) {
+    return dispatchArity(fn, in, std::make_index_sequence<16>{});
+  }
+
+  // Calls fn with as many tensors as it takes (up to 16).
+  template <size_t... I>
+  static std::vector<Tensor> dispatchArity(F& fn, const std::vector<Tensor>& in, std::index_sequence<I...>) {
+    std::vector<Tensor> out;
+    bool called = false;
+    (tryCall<I>(fn, in, out, called), ...);
+    if (!called) throw Error(detail::arityMessage(in.size()));
+    return out;
+  }
+
+  template <size_t N>
+  static void tryCall(F& fn, const std::vector<Tensor>& in, std::vector<Tensor>& out, bool& called) {
+    callWith(fn, in, out, called, std::make_index_sequence<N>{});
+  }
+
+  template <size_t... I>
+  static void callWith(F& fn, const std::vector<Tensor>& in, std::vector<Tensor>& out, bool& called,
+                       std::index_sequence<I...>) {
+    if constexpr (std::is_invocable_v<F&, decltype((void)I, std::declval<const Tensor&>())...>) {
+      if (called || in.size() != sizeof...(I)) return;
+      called = true;
+      using R = std::invoke_result_t<F&, decltype((void)I, std::declval<const Tensor&>())...>;
+      if constexpr (std::is_void_v<R>) {
+        fn(in[I]...);
+      } else if constexpr (std::is_same_v<R, std::vector<Tensor>>) {
+        out = fn(in[I]...);
+      } else {
+        static_assert(std::is_convertible_v<R, Tensor>,
+                      "kiln::compile: the function must return a Tensor or std::vector<Tensor>");
+        out = {Tensor(fn(in[I]...))};
+      }
+    }
+  }
+
+  std::shared_ptr<F> fn_;
+  std::shared_ptr<detail::CompileEngine> engine_;
+};
+
+/// Compiles `fn`, a callable taking kiln::Tensor arguments.
+template <typename F>
+CompiledFunction<F> compile(F fn, CompileOptions options = {}) {
+  return CompiledFunction<F>(std::move(fn), std::move(options));
+}
+
+}  // namespace kiln

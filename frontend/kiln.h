@@ -1,0 +1,16 @@
+// kiln: the one header a user includes (DESIGN.md §1).
+//
+//   #include <kiln/frontend/kiln.h>
+//
+//   kiln::Tensor x = kiln::randn({4096, 4096});
+//   auto f = kiln::compile([](const kiln::Tensor& x) { return kiln::relu(x * 2.0 + 1.0); });
+//   kiln::Tensor y = f(x);
+#pragma once
+
+#include "frontend/compile.h"
+#include "frontend/ops.h"
+#include "frontend/tensor.h"
+#include "runtime/allocator.h"
+#include "runtime/device.h"
+#include "runtime/dtype.h"
+#include "runtime/error.h"
