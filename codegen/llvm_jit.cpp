@@ -1,0 +1,196 @@
+// The host side of the CPU backend: the host target (CPU name and features),
+// the O3 pipeline, and one process-wide ORC LLJIT that turns rendered kernels
+// into callable functions.
+//
+// Every kernel gets its own LLVMContext (so rendering needs no lock) and its
+// own JITDylib (so two kernels with the same name never clash and each can be
+// unloaded on its own when the last copy of its keepAlive goes). One mutex
+// guards the JIT and the TargetMachine that the optimization pipeline
+// queries, which is not thread-safe. LLVM is built without exceptions: every
+// llvm::Error stops here and becomes a kiln::Error that names the kernel.
+//
+// The TargetMachine uses FPOpFusion::Strict, and the IR carries no fast-math
+// flags, so neither the optimizer nor instruction selection forms an FMA
+// (Note [Eager equals compiled] in ir/scalar_formulas.h).
+#include <llvm/Config/llvm-config.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/IR/DataLayout.h>
+#include <llvm/Passes/OptimizationLevel.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/Error.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/Target/TargetOptions.h>
+#include <llvm/TargetParser/Host.h>
+#include <llvm/TargetParser/Triple.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "codegen/cpu_compiler.h"
+#include "codegen/llvm_module.h"
+#include "runtime/error.h"
+
+namespace kiln::codegen {
+
+namespace llvmcg {
+
+namespace {
+
+/// The host's features as "+name"/"-name", sorted, so that the description a
+/// cache keys on does not depend on hash-map order.
+std::vector<std::string> hostFeatures() {
+  std::vector<std::string> features;
+  for (const auto& feature : llvm::sys::getHostCPUFeatures())
+    features.push_back((feature.second ? "+" : "-") + feature.first().str());
+  std::sort(features.begin(), features.end());
+  return features;
+}
+
+std::string join(const std::vector<std::string>& parts) {
+  std::string s;
+  for (const std::string& part : parts) s += (s.empty() ? "" : ",") + part;
+  return s;
+}
+
+/// The LLJIT and what the optimizer needs, created on first use.
+struct Jit {
+  std::mutex mutex;
+  std::string triple;
+  std::string cpu;
+  std::vector<std::string> features;
+  std::unique_ptr<llvm::TargetMachine> machine;  ///< for the pass pipeline; under mutex
+  std::unique_ptr<llvm::DataLayout> dataLayout;
+  std::unique_ptr<llvm::orc::LLJIT> lljit;  ///< under mutex
+  uint64_t nextDylib = 0;                   ///< under mutex
+
+  Jit() {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    llvm::InitializeNativeTargetAsmParser();
+    triple = llvm::sys::getProcessTriple();
+    cpu = llvm::sys::getHostCPUName().str();
+    features = hostFeatures();
+
+    llvm::orc::JITTargetMachineBuilder builder{llvm::Triple(triple)};
+    builder.setCPU(cpu);
+    builder.addFeatures(features);
+    builder.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+    builder.getOptions().AllowFPOpFusion = llvm::FPOpFusion::Strict;
+
+    auto tm = builder.createTargetMachine();
+    if (!tm) fail("llvm: cannot create a target machine for {} ({}): {}", triple, cpu, llvm::toString(tm.takeError()));
+    machine = std::move(*tm);
+    dataLayout = std::make_unique<llvm::DataLayout>(machine->createDataLayout());
+
+    auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(builder)).create();
+    if (!jit) fail("llvm: cannot create the ORC JIT for {} ({}): {}", triple, cpu, llvm::toString(jit.takeError()));
+    lljit = std::move(*jit);
+  }
+
+  /// Never destroyed: kernels' keepAlives may outlive any static destructor
+  /// order we could pick, and each of them unloads through this JIT.
+  static Jit& get() {
+    static Jit* jit = new Jit();
+    return *jit;
+  }
+};
+
+/// The O3 pipeline on `module`; the caller holds jit.mutex.
+void optimizeLocked(Jit& jit, llvm::Module& module) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopVectorization = true;
+  tuning.SLPVectorization = true;
+  tuning.LoopInterleaving = true;
+  tuning.LoopUnrolling = true;
+  llvm::PassBuilder passes(jit.machine.get(), tuning);
+  passes.registerModuleAnalyses(mam);
+  passes.registerCGSCCAnalyses(cgam);
+  passes.registerFunctionAnalyses(fam);
+  passes.registerLoopAnalyses(lam);
+  passes.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager pipeline = passes.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  pipeline.run(module, mam);
+}
+
+/// Holds one kernel's JITDylib; the last keepAlive copy unloads it.
+struct LoadedKernel {
+  Jit* jit;
+  llvm::orc::JITDylib* dylib;
+
+  LoadedKernel(Jit* j, llvm::orc::JITDylib* d) : jit(j), dylib(d) {}
+  LoadedKernel(const LoadedKernel&) = delete;
+  LoadedKernel& operator=(const LoadedKernel&) = delete;
+  ~LoadedKernel() {
+    std::lock_guard<std::mutex> lock(jit->mutex);
+    // A destructor cannot throw: an unload failure is reported, not raised.
+    llvm::logAllUnhandledErrors(jit->lljit->getExecutionSession().removeJITDylib(*dylib), llvm::errs(),
+                                "kiln: unloading a CPU kernel: ");
+  }
+};
+
+}  // namespace
+
+void setHostTarget(llvm::Module& module) {
+  Jit& jit = Jit::get();
+  module.setTargetTriple(jit.triple);
+  module.setDataLayout(*jit.dataLayout);
+}
+
+void optimizeModule(llvm::Module& module) {
+  Jit& jit = Jit::get();
+  std::lock_guard<std::mutex> lock(jit.mutex);
+  optimizeLocked(jit, module);
+}
+
+}  // namespace llvmcg
+
+CompiledCpuKernel compileCpuKernel(const Kernel& kernel) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  llvmcg::validateKernel(kernel);
+  llvmcg::Jit& jit = llvmcg::Jit::get();
+
+  auto context = std::make_unique<llvm::LLVMContext>();
+  std::unique_ptr<llvm::Module> module = llvmcg::renderModule(kernel, *context);
+
+  std::lock_guard<std::mutex> lock(jit.mutex);
+  llvmcg::optimizeLocked(jit, *module);
+  auto dylib = jit.lljit->createJITDylib(kernel.name + "#" + std::to_string(jit.nextDylib++));
+  if (!dylib) fail("llvm: cannot create a JITDylib for kernel {}: {}", kernel.name, llvm::toString(dylib.takeError()));
+  // On failure the dylib goes away again, under the lock we already hold.
+  auto failWith = [&](const char* what, llvm::Error err) {
+    std::string message = llvm::toString(std::move(err));
+    llvm::consumeError(jit.lljit->getExecutionSession().removeJITDylib(*dylib));
+    fail("llvm: cannot {} kernel {}: {}", what, kernel.name, message);
+  };
+  llvm::orc::ThreadSafeModule tsm(std::move(module), llvm::orc::ThreadSafeContext(std::move(context)));
+  if (llvm::Error err = jit.lljit->addIRModule(*dylib, std::move(tsm))) failWith("add to the JIT", std::move(err));
+  // The lookup materializes the module: instruction selection runs here.
+  auto symbol = jit.lljit->lookup(*dylib, kernel.name);
+  if (!symbol) failWith("compile", symbol.takeError());
+
+  CompiledCpuKernel compiled;
+  compiled.fn = symbol->toPtr<runtime::CpuKernelFn>();
+  compiled.keepAlive = std::make_shared<const llvmcg::LoadedKernel>(&jit, &*dylib);
+  compiled.compileMs = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  return compiled;
+}
+
+std::string cpuTargetDescription() {
+  llvmcg::Jit& jit = llvmcg::Jit::get();
+  return "LLVM " LLVM_VERSION_STRING " " + jit.triple + " " + jit.cpu + " " + llvmcg::join(jit.features);
+}
+
+}  // namespace kiln::codegen

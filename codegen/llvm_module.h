@@ -1,0 +1,30 @@
+// Internal to the CPU backend: what codegen/llvm_renderer.cpp (Kernel to
+// llvm::Module) and codegen/llvm_jit.cpp (host target, O3 pipeline, LLJIT)
+// share. Only codegen/llvm_*.cpp may include it, since it names LLVM types.
+#pragma once
+
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+
+#include <memory>
+#include <string>
+
+#include "codegen/kernel.h"
+
+namespace kiln::codegen::llvmcg {
+
+/// Checks everything rendering relies on (operand indices, params, arity,
+/// dtypes, the name); throws kiln::InternalError naming the kernel otherwise.
+void validateKernel(const Kernel& kernel);
+
+/// The kernel as an unoptimized module in `context`, for the host target.
+/// The kernel must be valid (validateKernel).
+std::unique_ptr<llvm::Module> renderModule(const Kernel& kernel, llvm::LLVMContext& context);
+
+/// Sets the host triple and data layout (llvm_jit.cpp).
+void setHostTarget(llvm::Module& module);
+
+/// Runs the O3 pipeline for the host CPU, vectorizers on (llvm_jit.cpp).
+void optimizeModule(llvm::Module& module);
+
+}  // namespace kiln::codegen::llvmcg
