@@ -28,30 +28,35 @@ CompileEngine::CompileEngine(TraceFn fn, CompileOptions options) : fn_(std::move
 
 CompileEngine::~CompileEngine() = default;
 
-std::shared_ptr<CompiledProgram> CompileEngine::compileFor(const std::vector<Tensor>& inputs) {
-  auto state = std::make_unique<TraceState>();
-  std::vector<Tensor> traced;
-  for (size_t i = 0; i < inputs.size(); ++i) traced.push_back(state->wrap(state->graph.addInput(inputs[i].type(), fmt::format("x{}", i))));
+Trace traceGraph(const TraceFn& fn, const std::vector<ir::TensorType>& inputs, const std::string& name) {
+  TraceState state(name);
+  std::vector<Tensor> args;
+  for (size_t i = 0; i < inputs.size(); ++i) args.push_back(state.wrap(state.graph->addInput(inputs[i], fmt::format("x{}", i))));
   std::vector<Tensor> results;
   {
-    TraceGuard guard(state.get());
-    results = fn_(traced);
+    TraceGuard guard(&state);
+    results = fn(args);
   }
   KILN_CHECK(!results.empty(), "compile: the traced function returned no tensors; return the tensors it computes");
   std::vector<ir::Value*> outputs;
   for (size_t i = 0; i < results.size(); ++i) {
     KILN_CHECK(results[i].defined(), "compile: result {} of the traced function is an undefined tensor", i);
-    outputs.push_back(state->valueOf(results[i], "compile"));
+    outputs.push_back(state.valueOf(results[i], "compile"));
   }
-  state->graph.setOutputs(outputs);
+  state.graph->setOutputs(outputs);
+  return {std::move(state.graph), std::move(state.captures)};
+}
 
+std::shared_ptr<CompiledProgram> CompileEngine::compileFor(const std::vector<Tensor>& inputs) {
+  std::vector<ir::TensorType> types;
+  for (const Tensor& t : inputs) types.push_back(t.type());
+  Trace trace = traceGraph(fn_, types);
+  passes::PassManager(options_.pipeline).run(*trace.graph);
   auto program = std::make_shared<CompiledProgram>();
-  // Inputs of the traced graph: the arguments, then the captured tensors.
-  passes::PassManager(options_.pipeline).run(state->graph);
-  program->exe = codegen::compileGraph(state->graph);
-  for (ir::Value* v : state->graph.outputs()) program->outputTypes.push_back(v->type());
-  program->captures = state->captures;
-  program->graphText = ir::printGraph(state->graph);
+  program->exe = codegen::compileGraph(*trace.graph);
+  for (ir::Value* v : trace.graph->outputs()) program->outputTypes.push_back(v->type());
+  program->captures = std::move(trace.captures);
+  program->graphText = ir::printGraph(*trace.graph);
   return program;
 }
 

@@ -32,15 +32,25 @@ struct CompileOptions {
   std::string pipeline = "dce,fuse-elementwise";
 };
 
+/// A traced graph and the eager tensors it captured (its inputs after the
+/// arguments, in order).
+struct Trace {
+  std::unique_ptr<ir::Graph> graph;
+  std::vector<Tensor> captures;
+};
+
 namespace detail {
 struct CompiledProgram;
+using TraceFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+/// Traces `fn` called with placeholders of `inputs` types into a graph
+/// named `name`, running nothing (like jax.make_jaxpr).
+Trace traceGraph(const TraceFn& fn, const std::vector<ir::TensorType>& inputs, const std::string& name = "traced");
 /// The error when a compiled function is called with the wrong number of tensors.
 std::string arityMessage(size_t given);
 
 /// The untyped engine behind kiln::compile.
 class CompileEngine {
  public:
-  using TraceFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
   CompileEngine(TraceFn fn, CompileOptions options);
   ~CompileEngine();
 
@@ -69,7 +79,7 @@ template <typename F>
 class CompiledFunction {
  public:
   CompiledFunction(F fn, CompileOptions options)
-      : fn_(std::make_shared<F>(std::move(fn))), engine_(std::make_shared<detail::CompileEngine>(makeTrace(), options)) {}
+      : engine_(std::make_shared<detail::CompileEngine>(traceFn(std::move(fn)), std::move(options))) {}
 
   template <typename... Args>
   auto operator()(const Args&... args) {
@@ -87,10 +97,12 @@ class CompiledFunction {
   std::string lastGraph() const { return engine_->lastGraph(); }
   int lastNumKernels() const { return engine_->lastNumKernels(); }
 
- private:
-  detail::CompileEngine::TraceFn makeTrace() {
-    return [fn = fn_](const std::vector<Tensor>& inputs) { return invoke(*fn, inputs); };
+  /// `fn` as an untyped function of a vector of tensors.
+  static detail::TraceFn traceFn(F fn) {
+    return [fn = std::make_shared<F>(std::move(fn))](const std::vector<Tensor>& inputs) { return invoke(*fn, inputs); };
   }
+
+ private:
 
   static std::vector<Tensor> invoke(F& fn, const std::vector<Tensor>& in) {
     return dispatchArity(fn, in, std::make_index_sequence<16>{});
@@ -130,9 +142,15 @@ class CompiledFunction {
     }
   }
 
-  std::shared_ptr<F> fn_;
   std::shared_ptr<detail::CompileEngine> engine_;
 };
+
+/// Traces `fn` with placeholder arguments of the given types into a graph
+/// without running anything: what kiln::compile would compile.
+template <typename F>
+Trace trace(F fn, const std::vector<ir::TensorType>& inputs, const std::string& name = "traced") {
+  return detail::traceGraph(CompiledFunction<F>::traceFn(std::move(fn)), inputs, name);
+}
 
 /// Compiles `fn`, a callable taking kiln::Tensor arguments.
 template <typename F>

@@ -103,9 +103,9 @@ Tensor dispatch(ir::Op op, std::vector<Operand> operands, const ir::Attributes& 
   if (trace) {
     std::vector<ir::Value*> inputs;
     for (Operand& o : operands)
-      inputs.push_back(o.isScalar ? trace->graph.createConstant(o.scalar, {first->dtype(), {}, first->device()})->output()
+      inputs.push_back(o.isScalar ? trace->graph->createConstant(o.scalar, {first->dtype(), {}, first->device()})->output()
                                   : trace->valueOf(o.tensor, name.data()));
-    ir::Node* node = trace->graph.create(op, inputs, attrs);
+    ir::Node* node = trace->graph->create(op, inputs, attrs);
     return trace->wrap(node->output());
   }
 

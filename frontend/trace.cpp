@@ -19,7 +19,7 @@ ir::Value* TraceState::valueOf(const Tensor& t, const char* op) {
   }
   auto it = captured_.find(impl);
   if (it != captured_.end()) return it->second;
-  ir::Value* v = graph.addInput(t.type(), "c" + std::to_string(captures.size()));
+  ir::Value* v = graph->addInput(t.type(), "c" + std::to_string(captures.size()));
   captures.push_back(t);
   captured_.emplace(impl, v);
   return v;

@@ -2,6 +2,8 @@
 // eager tensors it captured. Internal to the frontend.
 #pragma once
 
+#include <memory>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -12,7 +14,7 @@ namespace kiln::detail {
 
 class TraceState {
  public:
-  TraceState() : graph("traced") {}
+  explicit TraceState(std::string name = "traced") : graph(std::make_unique<ir::Graph>(std::move(name))) {}
 
   /// The trace active on this thread, or nullptr.
   static TraceState* current();
@@ -23,7 +25,7 @@ class TraceState {
   /// A traced tensor for `value`.
   Tensor wrap(ir::Value* value);
 
-  ir::Graph graph;
+  std::unique_ptr<ir::Graph> graph;
   std::vector<Tensor> captures;  ///< eager tensors read by the trace, in input order after the arguments
 
  private:
