@@ -11,7 +11,8 @@
 // that the function reads without taking them as arguments (weights, say)
 // are captured: the program reads their current storage at every call.
 // Scalars in the function are constants of the program. The function must
-// return a Tensor or a std::vector<Tensor> with at least one tensor.
+// return a Tensor or a std::vector<Tensor> with at least one tensor. It may
+// take its arguments one by one (up to 16) or as one std::vector<Tensor>.
 #pragma once
 
 #include <functional>
@@ -105,7 +106,10 @@ class CompiledFunction {
  private:
 
   static std::vector<Tensor> invoke(F& fn, const std::vector<Tensor>& in) {
-    return dispatchArity(fn, in, std::make_index_sequence<16>{});
+    if constexpr (std::is_invocable_r_v<std::vector<Tensor>, F&, const std::vector<Tensor>&>)
+      return fn(in);  // a function of all the arguments as one vector
+    else
+      return dispatchArity(fn, in, std::make_index_sequence<16>{});
   }
 
   // Calls fn with as many tensors as it takes (up to 16).

@@ -9,19 +9,13 @@
 
 #include "frontend/kiln.h"
 #include "runtime/executable.h"
+#include "tools/common/models.h"
 
 namespace {
 
 using kiln::Tensor;
 
-// The 8-op chain kiln-bench measures.
-Tensor chain8(const Tensor& x) {
-  Tensor y = x * 1.5 + 0.25;
-  y = kiln::relu(y);
-  y = kiln::sqrt(y + 1.0);
-  y = kiln::sigmoid(y - 1.0);
-  return kiln::maximum(y, 0.6) * 2.0;
-}
+using kiln::tools::chain8;  // the 8-op chain kiln-bench measures
 
 void expectBitsEqual(const std::vector<float>& a, const std::vector<float>& b) {
   ASSERT_EQ(a.size(), b.size());

@@ -1,0 +1,57 @@
+// The built-in models of tools/common/models.h.
+#include "tools/common/models.h"
+
+namespace kiln::tools {
+
+Tensor chain8(const Tensor& x) {
+  Tensor y = x * 1.5 + 0.25;
+  y = relu(y);
+  y = kiln::sqrt(y + 1.0);
+  y = sigmoid(y - 1.0);
+  return maximum(y, 0.6);
+}
+
+Tensor biasRelu(const Tensor& x, const Tensor& b) { return relu(x + b); }
+
+namespace {
+ir::TensorType f32(Shape shape) { return {DType::f32, std::move(shape), Device::cpu()}; }
+
+const std::vector<Model>& table() {
+  static const std::vector<Model> kModels = {
+      {"chain8", "8 elementwise ops (mul, add, relu, add, sqrt, sub, sigmoid, maximum) on 16M f32",
+       [](const std::vector<Tensor>& in) { return std::vector<Tensor>{chain8(in[0])}; },
+       {f32({16 * 1024 * 1024})}},
+      {"bias_relu", "broadcasting bias-add + relu on f32[4096,4096] + f32[4096]",
+       [](const std::vector<Tensor>& in) { return std::vector<Tensor>{biasRelu(in[0], in[1])}; },
+       {f32({4096, 4096}), f32({4096})}},
+      {"dead_code", "a chain with an unused branch, for dce",
+       [](const std::vector<Tensor>& in) {
+         Tensor unused = exp(in[0]) * 2.0;  // never returned: dce removes it
+         (void)unused;
+         return std::vector<Tensor>{relu(in[0] + 1.0)};
+       },
+       {f32({1024})}},
+      {"diamond", "a value used twice and a reduction-free diamond, fused into one kernel",
+       [](const std::vector<Tensor>& in) {
+         Tensor a = relu(in[0]);
+         Tensor b = exp(in[0]);
+         return std::vector<Tensor>{a * b, tanh(a)};
+       },
+       {f32({64, 128})}},
+      {"broadcast_producer", "a producer over a smaller domain feeding a broadcast: two kernels",
+       [](const std::vector<Tensor>& in) { return std::vector<Tensor>{relu(in[0] * sigmoid(in[1]))}; },
+       {f32({256, 512}), f32({512})}},
+  };
+  return kModels;
+}
+}  // namespace
+
+std::span<const Model> models() { return table(); }
+
+const Model* findModel(const std::string& name) {
+  for (const Model& m : table())
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
+}  // namespace kiln::tools
