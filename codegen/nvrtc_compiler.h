@@ -1,0 +1,38 @@
+// NVRTC: compiles the CUDA C that codegen/cuda_renderer.h writes into a cubin
+// for one GPU architecture (DESIGN.md §6). No GPU is needed to compile.
+//
+// This header never includes <nvrtc.h>; codegen/nvrtc_compiler.cpp is built
+// with or without the CUDA toolkit (KILN_HAVE_NVRTC), and without it the
+// functions below say so instead of failing to link.
+//
+// The compile flags are fixed, because results equal eager ones only with
+// them (Note [Eager equals compiled] in ir/scalar_formulas.h): no FMA
+// contraction (--fmad=false), IEEE division and square root (-prec-div=true,
+// -prec-sqrt=true) and denormals kept (-ftz=false).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kiln::codegen {
+
+struct CudaBinary {
+  std::vector<char> cubin;  ///< an ELF image for cuModuleLoadData
+  std::string log;          ///< NVRTC's log (warnings); empty when clean
+  double compileMs = 0;     ///< wall time of the NVRTC calls
+};
+
+/// Whether this build has NVRTC (KILN_HAVE_NVRTC) and the library loads; `why` says why not.
+bool nvrtcAvailable(std::string* why = nullptr);
+
+/// "NVRTC 13.0" (the disk cache keys on it); "NVRTC unavailable" without it.
+std::string nvrtcVersion();
+
+/// Compiles CUDA C to a cubin for sm_<smArch> (e.g. 80, 90). Flags:
+/// --gpu-architecture=sm_XY, --fmad=false, -prec-div=true, -prec-sqrt=true,
+/// -ftz=false, --std=c++17. Throws kiln::Error naming the kernel and
+/// containing the NVRTC log on failure, or saying that kiln was built without
+/// the CUDA toolkit.
+CudaBinary compileCudaToCubin(const std::string& source, const std::string& kernelName, int smArch);
+
+}  // namespace kiln::codegen
