@@ -9,6 +9,8 @@
 //   broadcast element (refused with a remark; to be measured).
 // - Two groups merge only if no path leaves the pair and comes back into it
 //   through another node: the merged group would depend on itself.
+// - Groups that merely share an input (siblings) are not merged yet, so
+//   such an input is read once per group.
 // - Scalar constants are copied into every group that reads them, where they
 //   become immediates; a constant left without uses is removed.
 // - A grouped value used outside its group, or returned, becomes a result of
@@ -36,8 +38,12 @@ bool isElementwise(const Node* n) { return n->info().kind == ir::OpKind::element
 
 class Grouping {
  public:
-  explicit Grouping(const std::vector<Node*>& nodes) : nodes_(nodes) {
-    for (size_t i = 0; i < nodes.size(); ++i) pos_[nodes[i]] = static_cast<int>(i);
+  /// `nodes` is the whole graph in order; only `candidate` nodes are grouped.
+  Grouping(const std::vector<Node*>& nodes, const std::function<bool(const Node*)>& candidate) : nodes_(nodes) {
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      pos_[nodes[i]] = static_cast<int>(i);
+      if (candidate(nodes[i])) candidates_.insert(nodes[i]);
+    }
     parent_.resize(nodes.size());
     std::iota(parent_.begin(), parent_.end(), 0);
     members_.resize(nodes.size());
@@ -46,7 +52,7 @@ class Grouping {
 
   int group(const Node* n) { return find(pos_.at(n)); }
   const std::vector<Node*>& members(int group) const { return members_[group]; }
-  bool contains(const Node* n) const { return pos_.count(n) != 0; }
+  bool contains(const Node* n) const { return candidates_.count(n) != 0; }
   int pos(const Node* n) const { return pos_.at(n); }
 
   /// Whether merging groups a and b would let a path leave them and re-enter.
@@ -89,6 +95,7 @@ class Grouping {
 
   std::vector<Node*> nodes_;
   std::unordered_map<const Node*, int> pos_;
+  std::unordered_set<const Node*> candidates_;
   std::vector<int> parent_;
   std::vector<std::vector<Node*>> members_;
 };
@@ -161,7 +168,7 @@ bool runFuseElementwise(Graph& graph, PassContext& context) {
   for (Node* n : graph.nodes())
     if (isElementwise(n)) candidates.push_back(n);
   if (candidates.empty()) return false;
-  Grouping groups(candidates);
+  Grouping groups(graph.nodes(), isElementwise);
 
   for (Node* n : candidates) {
     for (Value* v : n->inputs()) {
