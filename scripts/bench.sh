@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# kiln's main job: the eager-vs-compiled benchmark on the CPU. Builds kiln
+# first (scripts/setup.sh), then runs build/bin/kiln-bench with the given
+# arguments, e.g. scripts/bench.sh --filter chain --json bench.json
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+scripts/setup.sh kiln-bench
+exec build/bin/kiln-bench "$@"

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Installs what kiln needs to build (Debian packages, only the missing ones),
+# then configures and builds kiln in build/. Safe to run again: with
+# everything in place it takes seconds.
+#
+#   scripts/setup.sh [ninja targets...]    (default: everything)
+#
+# CI=true adds -DKILN_WERROR=ON. KILN_JOBS sets ninja's -j (default: nproc).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# llvm-19-dev brings LLVM's CMake package; LLVM's config looks for libffi,
+# libedit, zlib, zstd, libxml2 and libcurl, so their -dev packages come too.
+# llvm-19-tools has FileCheck and lit.
+packages=(
+  cmake ninja-build ccache g++ python3
+  llvm-19-dev llvm-19-tools
+  libfmt-dev libgtest-dev
+  zlib1g-dev libzstd-dev libedit-dev libxml2-dev libcurl4-openssl-dev libffi-dev
+)
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg -s "$p" 2>/dev/null || true)
+  [[ $status == *$'\nStatus: install ok installed'* ]] || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo=()
+  if [[ $(id -u) != 0 ]]; then sudo=(sudo); fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+werror=OFF
+if [[ -n ${CI:-} && ${CI} != false && ${CI} != 0 ]]; then werror=ON; fi
+
+# A build/ made by another generator cannot be reconfigured for Ninja.
+if [[ -f build/CMakeCache.txt ]] && ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' build/CMakeCache.txt; then
+  echo "setup: build/ was configured with another generator; configuring it anew"
+  rm -rf build/CMakeCache.txt build/CMakeFiles
+fi
+# Configure when build/ is new or an option differs; otherwise ninja reruns
+# cmake by itself when a CMakeLists.txt has changed.
+if [[ ! -f build/build.ninja ]] \
+  || ! grep -qs "^KILN_WERROR:BOOL=${werror}\$" build/CMakeCache.txt \
+  || ! grep -qs '^CMAKE_BUILD_TYPE:STRING=Release$' build/CMakeCache.txt; then
+  cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=Release -DKILN_WERROR="${werror}"
+fi
+ninja -C build -j "${KILN_JOBS:-$(nproc)}" "$@"
