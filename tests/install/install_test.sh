@@ -2,6 +2,7 @@
 # The install test: installs kiln from the build tree into a fresh prefix,
 # builds examples/ against that prefix as a user would (find_package(kiln),
 # kiln::kiln), runs the quickstart and checks that compiled equals eager.
+# It also checks that README.md shows the quickstart as it is.
 #
 #   install_test.sh SOURCE_DIR BUILD_DIR [CMAKE]
 set -euo pipefail
@@ -17,6 +18,11 @@ fail() {
   exit 1
 }
 step() { echo "== install test: $*"; }
+
+step "README.md shows examples/quickstart.cpp as it is"
+# shellcheck disable=SC2016  # $ ends a regex here
+sed -n '/^```cpp$/,/^```$/p' "$src/README.md" | sed '1d;$d' | diff -u - "$src/examples/quickstart.cpp" ||
+  fail "the C++ example in README.md differs from examples/quickstart.cpp"
 
 rm -rf "$prefix" "$examples"
 mkdir -p "$work"
