@@ -86,12 +86,17 @@ class CompiledFunction {
   auto operator()(const Args&... args) {
     static_assert((std::is_convertible_v<const Args&, const Tensor&> && ...),
                   "kiln::compile: arguments of a compiled function must be kiln::Tensor");
-    using R = std::invoke_result_t<F&, const Args&...>;
+    static_assert(std::is_invocable_v<F&, const Args&...> ||
+                      std::is_invocable_v<F&, const std::vector<Tensor>&>,
+                  "kiln::compile: the compiled function is called with arguments its function does not take");
     std::vector<Tensor> outputs = engine_->call({args...});
-    if constexpr (std::is_same_v<R, std::vector<Tensor>>)
+    if constexpr (!std::is_invocable_v<F&, const Args&...>) {
+      return outputs;  // a function of one std::vector<Tensor>
+    } else if constexpr (std::is_same_v<std::invoke_result_t<F&, const Args&...>, std::vector<Tensor>>) {
       return outputs;
-    else
+    } else {
       return outputs.at(0);
+    }
   }
 
   int numCompiles() const { return engine_->numCompiles(); }
