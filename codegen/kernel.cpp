@@ -39,6 +39,43 @@ std::string instrStr(const ScalarInstr& in, int index) {
 }
 }  // namespace
 
+namespace instr {
+ScalarInstr load(int param, DType dtype) {
+  ScalarInstr s;
+  s.kind = ScalarInstr::Kind::load;
+  s.param = param;
+  s.dtype = dtype;
+  return s;
+}
+
+ScalarInstr constant(double value, DType dtype) {
+  ScalarInstr s;
+  s.kind = ScalarInstr::Kind::constant;
+  s.value = value;
+  s.dtype = dtype;
+  return s;
+}
+
+ScalarInstr op(ir::Op op, std::vector<int> operands, ir::Attributes attrs, DType dtype) {
+  ScalarInstr s;
+  s.kind = ScalarInstr::Kind::op;
+  s.op = op;
+  s.operands = std::move(operands);
+  s.attrs = std::move(attrs);
+  s.dtype = dtype;
+  return s;
+}
+
+ScalarInstr store(int param, int value, DType dtype) {
+  ScalarInstr s;
+  s.kind = ScalarInstr::Kind::store;
+  s.param = param;
+  s.operands = {value};
+  s.dtype = dtype;
+  return s;
+}
+}  // namespace instr
+
 std::string Kernel::signature() const {
   std::string s = fmt::format("rank {}\n", rank);
   for (const KernelParam& p : params)

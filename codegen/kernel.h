@@ -59,6 +59,15 @@ struct ScalarInstr {
   DType dtype = DType::f32;   ///< result dtype (load, constant, op)
 };
 
+/// Builders for kernel bodies: `using namespace kiln::codegen::instr;`, then
+/// `body = {load(0), constant(2.0), op(ir::Op::mul, {0, 1}), store(1, 2)}`.
+namespace instr {
+ScalarInstr load(int param, DType dtype = DType::f32);
+ScalarInstr constant(double value, DType dtype = DType::f32);
+ScalarInstr op(ir::Op op, std::vector<int> operands, ir::Attributes attrs = {}, DType dtype = DType::f32);
+ScalarInstr store(int param, int value, DType dtype = DType::f32);
+}  // namespace instr
+
 struct Kernel {
   std::string name;                 ///< a C identifier, unique per signature
   int rank = 1;                     ///< >= 1

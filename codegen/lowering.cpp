@@ -81,17 +81,13 @@ LoweredKernel lowerFusion(const ir::Node& fusion) {
   for (size_t p = 0; p < k.params.size(); ++p) k.params[p].inner = innerClass(strides[p].back());
 
   // The body: loads of the inputs, then the nodes in order, then the stores.
-  std::unordered_map<const ir::Value*, int> instr;
+  std::unordered_map<const ir::Value*, int> index;
   auto add = [&](ScalarInstr i) {
     k.body.push_back(std::move(i));
     return static_cast<int>(k.body.size()) - 1;
   };
   for (int i = 0; i < body.numInputs(); ++i) {
-    ScalarInstr load;
-    load.kind = ScalarInstr::Kind::load;
-    load.param = i;
-    load.dtype = body.input(i)->type().dtype;
-    instr[body.input(i)] = add(load);
+    index[body.input(i)] = add(instr::load(i, body.input(i)->type().dtype));
   }
   std::string opsName;
   for (const ir::Node* n : body.nodes()) {
@@ -106,18 +102,14 @@ LoweredKernel lowerFusion(const ir::Node& fusion) {
       s.kind = ScalarInstr::Kind::op;
       s.op = n->op();
       s.attrs = n->attrs();
-      for (const ir::Value* v : n->inputs()) s.operands.push_back(instr.at(v));
+      for (const ir::Value* v : n->inputs()) s.operands.push_back(index.at(v));
       if (opsName.size() < 40) opsName += "_" + std::string(ir::opName(n->op()));
     }
-    instr[n->output()] = add(std::move(s));
+    index[n->output()] = add(std::move(s));
   }
   for (size_t j = 0; j < body.outputs().size(); ++j) {
-    ScalarInstr store;
-    store.kind = ScalarInstr::Kind::store;
-    store.param = body.numInputs() + static_cast<int>(j);
-    store.operands = {instr.at(body.outputs()[j])};
-    store.dtype = body.outputs()[j]->type().dtype;
-    add(std::move(store));
+    const ir::Value* out = body.outputs()[j];
+    add(instr::store(body.numInputs() + static_cast<int>(j), index.at(out), out->type().dtype));
   }
   k.name = fmt::format("kiln{}_{:08x}", opsName, k.hash() & 0xffffffffu);
 

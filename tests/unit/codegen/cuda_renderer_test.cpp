@@ -18,25 +18,12 @@ namespace kiln::codegen {
 namespace {
 
 using Kind = ScalarInstr::Kind;
+using namespace instr;
 
-ScalarInstr load(int param) {
-  ScalarInstr i;
-  i.kind = Kind::load;
-  i.param = param;
-  return i;
-}
 ScalarInstr constant(double value) {
   ScalarInstr i;
   i.kind = Kind::constant;
   i.value = value;
-  return i;
-}
-ScalarInstr op(ir::Op o, std::vector<int> operands, ir::Attributes attrs = {}) {
-  ScalarInstr i;
-  i.kind = Kind::op;
-  i.op = o;
-  i.operands = std::move(operands);
-  i.attrs = std::move(attrs);
   return i;
 }
 ScalarInstr store(int param, int value) {

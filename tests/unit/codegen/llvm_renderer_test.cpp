@@ -26,37 +26,12 @@ namespace kiln::codegen {
 namespace {
 
 using Kind = ScalarInstr::Kind;
+using namespace instr;
 using ir::Op;
 
-ScalarInstr load(int param) {
-  ScalarInstr s;
-  s.kind = Kind::load;
-  s.param = param;
-  return s;
-}
 
-ScalarInstr constant(double value) {
-  ScalarInstr s;
-  s.kind = Kind::constant;
-  s.value = value;
-  return s;
-}
 
-ScalarInstr op(Op o, std::vector<int> operands) {
-  ScalarInstr s;
-  s.kind = Kind::op;
-  s.op = o;
-  s.operands = std::move(operands);
-  return s;
-}
 
-ScalarInstr store(int param, int value) {
-  ScalarInstr s;
-  s.kind = Kind::store;
-  s.param = param;
-  s.operands = {value};
-  return s;
-}
 
 KernelParam input(InnerStride inner = InnerStride::one) { return {DType::f32, false, inner}; }
 KernelParam output(InnerStride inner = InnerStride::one) { return {DType::f32, true, inner}; }

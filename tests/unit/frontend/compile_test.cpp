@@ -2,21 +2,13 @@
 // captured tensors, kiln::trace, and the errors of bad traced functions.
 #include <gtest/gtest.h>
 
+#include "common/error_of.h"
 #include "frontend/kiln.h"
 #include "runtime/executable.h"
 
 namespace {
 
 using namespace kiln;
-
-std::string errorOf(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 TEST(Compile, RunsTheFunctionAsOneKernel) {
   auto f = compile([](const Tensor& x, const Tensor& b) { return relu(x + b) * 2.0; });

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "codegen/kernel_cache.h"
+#include "common/error_of.h"
 #include "frontend/kiln.h"
 #include "ir/scalar_eval.h"
 #include "runtime/executable.h"
@@ -14,15 +15,6 @@
 namespace {
 
 using namespace kiln;
-
-std::string errorOf(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 bool sameBits(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b) || (a != a && b != b); }
 
