@@ -20,19 +20,6 @@ namespace {
 using Kind = ScalarInstr::Kind;
 using namespace instr;
 
-ScalarInstr constant(double value) {
-  ScalarInstr i;
-  i.kind = Kind::constant;
-  i.value = value;
-  return i;
-}
-ScalarInstr store(int param, int value) {
-  ScalarInstr i;
-  i.kind = Kind::store;
-  i.param = param;
-  i.operands = {value};
-  return i;
-}
 
 /// out = chain of every elementwise op over x, y (rank 1, contiguous).
 Kernel everyOpKernel() {
