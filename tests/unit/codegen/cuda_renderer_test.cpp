@@ -20,7 +20,6 @@ namespace {
 using Kind = ScalarInstr::Kind;
 using namespace instr;
 
-
 /// out = chain of every elementwise op over x, y (rank 1, contiguous).
 Kernel everyOpKernel() {
   Kernel k;
