@@ -92,13 +92,17 @@ bool Graph::isOutput(const Value* value) const {
 
 void Graph::reorder(const std::vector<Node*>& order) {
   KILN_ASSERT(order.size() == nodes_.size(), "reorder with {} nodes of {}", order.size(), nodes_.size());
+  // Check the whole order before moving a node: a refused order must leave
+  // the graph as it was (nodes spliced out would die with `sorted`).
   std::unordered_set<const Node*> placed;
-  std::list<std::unique_ptr<Node>> sorted;
   for (Node* n : order) {
     KILN_ASSERT(n->owner_ == this && !placed.count(n), "reorder with a foreign or repeated node");
     for (Value* in : n->inputs())
       KILN_ASSERT(!in->node() || placed.count(in->node()), "reorder puts {} before its input", opName(n->op()));
     placed.insert(n);
+  }
+  std::list<std::unique_ptr<Node>> sorted;
+  for (Node* n : order) {
     sorted.splice(sorted.end(), nodes_, n->pos_);
     n->pos_ = std::prev(sorted.end());
   }

@@ -125,6 +125,8 @@ typename B::V tanh(B& b, typename B::V x) {
   p = b.add(b.mul(p, z), b.c(1.33314422036E-1));
   p = b.add(b.mul(p, z), b.c(-3.33332819422E-1));
   V small = b.add(b.mul(b.mul(p, z), x), x);
+  // tanh(-0) = -0: the sum above turns -0 into +0, so zeros pass through.
+  small = b.select(b.orM(negative, b.gt(x, b.c(0.0))), small, x);
   V big = b.sub(b.c(1.0), b.div(b.c(2.0), b.add(exp(b, b.add(ax, ax)), b.c(1.0))));
   big = b.select(negative, b.neg(big), big);
   return b.select(b.lt(ax, b.c(0.625)), small, big);

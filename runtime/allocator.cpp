@@ -2,6 +2,7 @@
 #include "runtime/allocator.h"
 
 #include <cstdlib>
+#include <limits>
 
 #include "runtime/error.h"
 
@@ -18,6 +19,9 @@ size_t roundUp(size_t n, size_t step) { return (n + step - 1) / step * step; }
 
 size_t HostAllocator::roundSize(size_t bytes) {
   if (bytes == 0) bytes = 1;
+  // No class holds a request this close to SIZE_MAX (a negative size cast to
+  // size_t); rounding it up would wrap around to a tiny block.
+  if (bytes > std::numeric_limits<size_t>::max() - kLargeStep) return std::numeric_limits<size_t>::max();
   return bytes < kLargeLimit ? roundUp(bytes, kSmallStep) : roundUp(bytes, kLargeStep);
 }
 
