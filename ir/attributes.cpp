@@ -17,7 +17,10 @@ std::string floatStr(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   std::string s = fmt::format("{}", v);
-  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+  // DESIGN.md §4 spells 1e-05 as 1.0e-05: a mantissa always has a '.'.
+  const size_t e = s.find_first_of("eE");
+  const std::string mantissa = s.substr(0, e);
+  if (mantissa.find('.') == std::string::npos) s.insert(e == std::string::npos ? s.size() : e, ".0");
   return s;
 }
 

@@ -56,8 +56,8 @@ std::span<const OpInfo> allOps() { return kOps; }
 
 TensorType inferType(Op op, std::span<const TensorType> inputs, const Attributes& attrs) {
   const OpInfo& info = opInfo(op);
-  KILN_CHECK(info.arity < 0 || static_cast<int>(inputs.size()) == info.arity, "{}: expected {} inputs, got {}",
-             info.name, info.arity, inputs.size());
+  KILN_CHECK(info.arity < 0 || static_cast<int>(inputs.size()) == info.arity, "{}: expected {} input{}, got {}",
+             info.name, info.arity, info.arity == 1 ? "" : "s", inputs.size());
   switch (op) {
     case Op::add:
     case Op::sub:

@@ -14,7 +14,8 @@
 //
 // Accuracy (f32, measured by tests/unit/ir/scalar_formulas_test.cpp against
 // the f64 libm): exp, log ≤ 2 ulp; tanh, sigmoid ≤ 4 ulp away from zero
-// crossings; sqrt, +, -, *, / exact. exp flushes results below 2^-126 to 0.
+// crossings; sqrt, +, -, *, / exact. exp(x) is 0 below x = -87.34 (about
+// 2^-126) and may be a denormal of reduced accuracy just above it.
 //
 // A builder B provides:
 //   using V = ...;  // a scalar of the compute dtype

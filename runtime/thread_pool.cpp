@@ -58,7 +58,7 @@ void ThreadPool::workerLoop(int index) {
   uint64_t seen = 0;
   for (;;) {
     // Spin a little: eager ops come back to back.
-    for (int spin = 0; spin < 20000 && generation_.load(std::memory_order_acquire) == seen; ++spin)
+    for (int spin = 0; spin < 20000 && generation_.load(std::memory_order_acquire) == seen && !stop_; ++spin)
       std::this_thread::yield();
     if (generation_.load(std::memory_order_acquire) == seen) {
       std::unique_lock lock(mutex_);

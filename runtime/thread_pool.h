@@ -51,7 +51,7 @@ class ThreadPool {
   std::atomic<int> pending_{0};
   std::exception_ptr error_;
   std::mutex errorMutex_;
-  bool stop_ = false;
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace kiln::runtime
