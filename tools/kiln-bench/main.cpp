@@ -1,0 +1,112 @@
+// kiln-bench: eager against compiled on the CPU, with the machine's copy
+// bandwidth measured in the same run as the yardstick (DESIGN.md §11).
+//
+//   kiln-bench [--filter REGEX] [--repeats N] [--json FILE]
+//
+// Progress goes to stderr, the table to stdout. See docs/benchmarks.md.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <exception>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <regex>
+
+#include "runtime/thread_pool.h"
+#include "tools/kiln-bench/measure.h"
+#include "tools/kiln-bench/options.h"
+#include "tools/kiln-bench/report.h"
+#include "tools/kiln-bench/workload.h"
+
+namespace {
+
+using namespace kiln::bench;
+
+std::vector<const Workload*> select(const Options& options) {
+  std::vector<const Workload*> out;
+  std::optional<std::regex> re;
+  if (options.filter) {
+    try {
+      re.emplace(*options.filter);
+    } catch (const std::regex_error& e) {
+      throw UsageError(fmt::format("--filter: invalid regular expression '{}': {}", *options.filter, e.what()));
+    }
+  }
+  for (const Workload& w : workloads())
+    if (!re || std::regex_search(w.name, *re)) out.push_back(&w);
+  if (out.empty())
+    throw UsageError(fmt::format("--filter '{}' matches no workload (see --list)", options.filter.value_or("")));
+  return out;
+}
+
+int run(const Options& options) {
+  std::vector<const Workload*> selected = select(options);
+  if (options.list) {
+    for (const Workload* w : selected) std::cout << fmt::format("{:<12} {}\n", w->name, w->description);
+    return 0;
+  }
+
+  // Open the JSON file first: a bad path should fail before the run, not after.
+  std::optional<std::ofstream> json;
+  if (options.jsonPath) {
+    json.emplace(*options.jsonPath);
+    if (!*json) throw UsageError(fmt::format("--json: cannot open '{}' for writing", *options.jsonPath));
+  }
+
+  Machine machine;
+  machine.cpu = cpuModelName();
+  machine.threads = kiln::runtime::ThreadPool::instance().numThreads();
+  RunPolicy policy;
+  policy.repeats = options.repeats;
+  std::vector<Result> results;
+  for (const Workload* w : selected) {
+    std::cerr << fmt::format("kiln-bench: running {}\n", w->name);
+    results.push_back(runWorkload(*w, policy));
+  }
+  // The header's copy bandwidth: every copy of the run, per buffer size.
+  std::map<int64_t, std::vector<double>> copies;
+  for (const Result& r : results)
+    copies[r.copyBytes].insert(copies[r.copyBytes].end(), r.copySamplesGbps.begin(), r.copySamplesGbps.end());
+  for (const auto& [bytes, gbps] : copies)
+    machine.copies.push_back({bytes, median(gbps), static_cast<int>(gbps.size())});
+
+  printTable(std::cout, machine, results);
+  std::cout.flush();
+  if (json) {
+    *json << toJson(machine, results);
+    json->close();
+    if (!*json) {
+      std::cerr << fmt::format("kiln-bench: error: cannot write {}\n", *options.jsonPath);
+      return 1;
+    }
+  }
+  int status = 0;
+  for (const Result& r : results) {
+    if (r.matches) continue;
+    std::cerr << fmt::format("kiln-bench: warning: {}: compiled output differs from eager: {}\n", r.name, r.mismatch);
+    status = 1;
+  }
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  try {
+    options = parseOptions(std::vector<std::string>(argv + 1, argv + argc));
+    if (options.help) {
+      std::cout << usage();
+      return 0;
+    }
+    return run(options);
+  } catch (const UsageError& e) {
+    std::cerr << "kiln-bench: " << e.what() << "\n"
+              << "try 'kiln-bench --help'\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "kiln-bench: error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,203 @@
+// The measurements of measure.h.
+#include "tools/kiln-bench/measure.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "codegen/kernel_cache.h"
+#include "runtime/allocator.h"
+#include "runtime/executable.h"
+#include "runtime/thread_pool.h"
+
+namespace kiln::bench {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+constexpr int64_t kMinCopyBytes = int64_t{64} << 20;
+constexpr int kCopySamples = 7;  // per block; three blocks per workload
+
+double msSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// Where two outputs differ, or "" when they are equal bit for bit (a NaN
+// equals any NaN: kernels need not agree on NaN payloads).
+std::string compareOutputs(const std::vector<Tensor>& eager, const std::vector<Tensor>& compiled) {
+  if (eager.size() != compiled.size())
+    return fmt::format("eager returned {} tensors, compiled {}", eager.size(), compiled.size());
+  for (size_t i = 0; i < eager.size(); ++i) {
+    const Tensor &e = eager[i], &c = compiled[i];
+    if (e.type().str() != c.type().str()) return fmt::format("output {}: eager {} vs compiled {}", i, e.str(), c.str());
+    const size_t n = static_cast<size_t>(e.numel()), item = itemSize(e.dtype());
+    const auto* a = static_cast<const unsigned char*>(e.impl()->storage->data());
+    const auto* b = static_cast<const unsigned char*>(c.impl()->storage->data());
+    if (n == 0 || std::memcmp(a, b, n * item) == 0) continue;
+    size_t mismatches = 0, first = n;
+    for (size_t k = 0; k < n; ++k) {
+      bool same = std::memcmp(a + k * item, b + k * item, item) == 0;
+      if (!same && e.dtype() == DType::f32) {
+        float x, y;
+        std::memcpy(&x, a + k * item, sizeof x);
+        std::memcpy(&y, b + k * item, sizeof y);
+        same = std::isnan(x) && std::isnan(y);
+      }
+      if (!same && mismatches++ == 0) first = k;
+    }
+    if (mismatches == 0) continue;
+    std::string at = fmt::format("element {}", first);
+    if (e.dtype() == DType::f32) {
+      float x, y;
+      std::memcpy(&x, a + first * item, sizeof x);
+      std::memcpy(&y, b + first * item, sizeof y);
+      at += fmt::format(": eager {:.9g} (0x{:08x}) vs compiled {:.9g} (0x{:08x})", x, std::bit_cast<uint32_t>(x), y,
+                        std::bit_cast<uint32_t>(y));
+    }
+    return fmt::format("output {}: {} of {} elements differ, first at {}", i, mismatches, n, at);
+  }
+  return "";
+}
+}  // namespace
+
+double median(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+std::vector<double> timeCalls(const std::function<void()>& fn, const RunPolicy& policy) {
+  std::vector<double> times;
+  const auto start = Clock::now();
+  for (;;) {
+    const int runs = static_cast<int>(times.size());
+    if (policy.repeats > 0) {
+      if (runs >= policy.repeats) break;
+    } else if (runs >= policy.maxRuns || (runs >= policy.minRuns && msSince(start) >= policy.budgetSeconds * 1e3)) {
+      break;
+    }
+    const auto t0 = Clock::now();
+    fn();
+    times.push_back(msSince(t0));
+  }
+  return times;
+}
+
+namespace {
+constexpr int64_t kPageGrain = 4096;  // the copy splits at whole pages
+constexpr int64_t kPiece = 64 << 10;
+}  // namespace
+
+CopyYardstick::CopyYardstick(size_t bytes)
+    : bytes_(bytes),
+      src_(runtime::allocateBuffer(Device::cpu(), bytes)),
+      dst_(runtime::allocateBuffer(Device::cpu(), bytes)) {
+  auto* s = static_cast<unsigned char*>(src_->data());
+  auto* d = static_cast<unsigned char*>(dst_->data());
+  // Touch every page from the threads that will copy it, so that no timed
+  // copy pays for a page fault.
+  runtime::ThreadPool::instance().parallelFor(static_cast<int64_t>(bytes), kPageGrain, [&](int64_t b, int64_t e) {
+    std::memset(s + b, 1, static_cast<size_t>(e - b));
+    std::memset(d + b, 0, static_cast<size_t>(e - b));
+  });
+  copy();
+}
+
+void CopyYardstick::copy() {
+  const auto* s = static_cast<const unsigned char*>(src_->data());
+  auto* d = static_cast<unsigned char*>(dst_->data());
+  // 64 KiB memcpy calls: on the development machine they were faster than
+  // one memcpy of a thread's whole range (about 32 against 24-29 GB/s), and
+  // the yardstick should be the faster copy.
+  runtime::ThreadPool::instance().parallelFor(static_cast<int64_t>(bytes_), kPageGrain, [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; p += kPiece) std::memcpy(d + p, s + p, static_cast<size_t>(std::min(kPiece, e - p)));
+  });
+}
+
+void CopyYardstick::sample(int count) {
+  for (int i = 0; i < count; ++i) {
+    const auto t0 = Clock::now();
+    copy();
+    ms_.push_back(msSince(t0));
+  }
+}
+
+std::vector<double> CopyYardstick::samplesGbps() const {
+  std::vector<double> out;
+  for (double ms : ms_) out.push_back(2.0 * static_cast<double>(bytes_) / (ms * 1e6));
+  return out;
+}
+
+int64_t tensorBytes(const std::vector<Tensor>& tensors) {
+  int64_t total = 0;
+  for (const Tensor& t : tensors) total += t.numel() * static_cast<int64_t>(itemSize(t.dtype()));
+  return total;
+}
+
+Result runWorkload(const Workload& w, const RunPolicy& policy) {
+  Result r;
+  r.name = w.name;
+  const std::vector<Tensor> inputs = w.makeInputs();
+  r.inputBytes = tensorBytes(inputs);
+  // The copy is the size of the largest input, and at least 64 MiB: well
+  // past the caches, like the workloads.
+  int64_t largest = 0;
+  for (const Tensor& t : inputs) largest = std::max(largest, tensorBytes({t}));
+  CopyYardstick yardstick(static_cast<size_t>(std::max(kMinCopyBytes, largest)));
+
+  // Eager: the first call compiles the one-op kernels it has not seen yet.
+  auto eager = [&] { return w.fn(inputs); };
+  auto t0 = Clock::now();
+  std::vector<Tensor> expected = eager();
+  r.eagerFirstMs = msSince(t0);
+  r.outputBytes = tensorBytes(expected);
+
+  // Compiled: the first call traces, runs the passes, compiles and runs once.
+  // The engine of kiln::compile(w.fn), with kiln::compile's default options.
+  // CompiledFunction::operator() takes tensors one by one and cannot yet call
+  // a function of one std::vector<Tensor>, which models are; CompiledFunction
+  // is a thin typed wrapper around this same call.
+  kiln::detail::CompileEngine engine(CompiledFunction<tools::ModelFn>::traceFn(w.fn), CompileOptions{});
+  auto compiled = [&] { return engine.call(inputs); };
+  const double kernelMsBefore = codegen::KernelCache::instance().stats().compileMs;
+  t0 = Clock::now();
+  std::vector<Tensor> got = compiled();
+  r.compileMs = msSince(t0);
+  r.kernelCompileMs = codegen::KernelCache::instance().stats().compileMs - kernelMsBefore;
+
+  r.mismatch = compareOutputs(expected, got);
+  r.matches = r.mismatch.empty();
+  expected.clear();
+  got.clear();
+
+  // Warm-up calls, which also count the kernels one call launches.
+  int64_t before = runtime::kernelLaunchCount();
+  eager();
+  r.kernelsEager = runtime::kernelLaunchCount() - before;
+  before = runtime::kernelLaunchCount();
+  compiled();
+  r.kernelsCompiled = runtime::kernelLaunchCount() - before;
+
+  // Memory bandwidth on a shared machine drifts over seconds, so the copy is
+  // sampled around and between the timed loops, not once per run.
+  yardstick.sample(kCopySamples);
+  std::vector<double> eagerTimes = timeCalls([&] { eager(); }, policy);
+  yardstick.sample(kCopySamples);
+  std::vector<double> compiledTimes = timeCalls([&] { compiled(); }, policy);
+  yardstick.sample(kCopySamples);
+  r.copyBytes = static_cast<int64_t>(yardstick.bytes());
+  r.copySamplesGbps = yardstick.samplesGbps();
+  r.copyGbps = median(r.copySamplesGbps);
+  r.eagerRuns = static_cast<int>(eagerTimes.size());
+  r.compiledRuns = static_cast<int>(compiledTimes.size());
+  r.eagerMs = median(eagerTimes);
+  r.compiledMs = median(compiledTimes);
+  return r;
+}
+
+}  // namespace kiln::bench

@@ -1,0 +1,84 @@
+// How kiln-bench measures: wall-clock medians of repeated calls, kernel
+// launches per call, the first-call (trace + compile) time, a bit-for-bit
+// check of compiled against eager, and the machine's copy bandwidth as the
+// yardstick for effective bandwidth (docs/benchmarks.md).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/allocator.h"
+#include "tools/kiln-bench/workload.h"
+
+namespace kiln::bench {
+
+/// How many timed calls to make of each side (eager, compiled).
+struct RunPolicy {
+  int repeats = 0;             ///< exact number of timed calls; 0: adaptive
+  int minRuns = 5;             ///< adaptive: at least this many calls
+  int maxRuns = 20;            ///< adaptive: at most this many calls
+  double budgetSeconds = 1.0;  ///< adaptive: stop once this much time is spent (after minRuns)
+};
+
+/// Wall-clock times in milliseconds of `fn` called under `policy`.
+std::vector<double> timeCalls(const std::function<void()>& fn, const RunPolicy& policy);
+
+double median(std::vector<double> v);
+
+/// The yardstick: copy bandwidth of this machine, measured next to each
+/// workload. A buffer of `bytes` is copied to another with memcpy over
+/// runtime::ThreadPool::instance(), the pool kernels run on, each thread
+/// copying its range in 64 KiB pieces. GB/s (1e9 B/s) count read and write,
+/// 2 * bytes per copy.
+class CopyYardstick {
+ public:
+  /// Allocates both buffers, touches them from the copying threads and
+  /// copies once to warm up.
+  explicit CopyYardstick(size_t bytes);
+  /// Times `count` more copies.
+  void sample(int count);
+  size_t bytes() const { return bytes_; }
+  /// GB/s of each copy timed so far.
+  std::vector<double> samplesGbps() const;
+
+ private:
+  void copy();
+  size_t bytes_;
+  std::shared_ptr<runtime::Buffer> src_, dst_;
+  std::vector<double> ms_;
+};
+
+struct Result {
+  std::string name;
+  int64_t inputBytes = 0;
+  int64_t outputBytes = 0;
+  int eagerRuns = 0, compiledRuns = 0;
+  double eagerMs = 0, compiledMs = 0;             ///< medians of the timed calls
+  double eagerFirstMs = 0;                        ///< first eager call (compiles one-op kernels)
+  double compileMs = 0;                           ///< first compiled call: trace, passes, codegen, one run
+  double kernelCompileMs = 0;                     ///< of compileMs, time in the kernel compiler (LLVM)
+  int64_t kernelsEager = 0, kernelsCompiled = 0;  ///< kernel launches per call
+  int64_t copyBytes = 0;                          ///< size of the yardstick's copy
+  std::vector<double> copySamplesGbps;            ///< each yardstick copy, GB/s
+  double copyGbps = 0;                            ///< median of copySamplesGbps
+  bool matches = false;                           ///< compiled output equals eager bit for bit
+  std::string mismatch;                           ///< where they differ, when they do
+
+  int64_t bytes() const { return inputBytes + outputBytes; }
+  double speedup() const { return eagerMs / compiledMs; }
+  double eagerGbps() const { return static_cast<double>(bytes()) / (eagerMs * 1e6); }
+  double compiledGbps() const { return static_cast<double>(bytes()) / (compiledMs * 1e6); }
+  double percentOfCopy() const { return 100.0 * compiledGbps() / copyGbps; }
+};
+
+/// Bytes of the tensors' storage (numel times item size), summed.
+int64_t tensorBytes(const std::vector<Tensor>& tensors);
+
+/// Runs one workload eagerly and compiled and measures both, with copy
+/// samples before, between and after the timed calls.
+Result runWorkload(const Workload& w, const RunPolicy& policy);
+
+}  // namespace kiln::bench

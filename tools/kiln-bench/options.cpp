@@ -1,0 +1,69 @@
+// Parsing of kiln-bench's flags: `--flag value` or `--flag=value`.
+#include "tools/kiln-bench/options.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+namespace kiln::bench {
+
+std::string usage() {
+  return "usage: kiln-bench [--filter REGEX] [--repeats N] [--json FILE] [--list] [--help]\n"
+         "\n"
+         "Runs each workload eagerly and compiled (kiln::compile) on the CPU and prints\n"
+         "median times, speedup, effective bandwidth against this machine's measured copy\n"
+         "bandwidth, kernels per call and compile time. See docs/benchmarks.md.\n"
+         "\n"
+         "  --filter REGEX  run the workloads whose name contains a match of REGEX (ECMAScript)\n"
+         "  --repeats N     time exactly N calls of each side (default: 5 to 20 calls, about 1 s)\n"
+         "  --json FILE     also write the results to FILE as a JSON array, one object per workload\n"
+         "  --list          print the workloads and exit\n"
+         "  --help          print this help and exit\n"
+         "\n"
+         "Exit status: 0 on success, 1 when a compiled result differs from eager or a run\n"
+         "fails, 2 on a bad command line.\n";
+}
+
+Options parseOptions(const std::vector<std::string>& args) {
+  Options o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string flag = args[i];
+    std::optional<std::string> inlineValue;
+    if (size_t eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
+      inlineValue = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+    }
+    auto value = [&]() -> std::string {
+      if (inlineValue) return *inlineValue;
+      if (i + 1 >= args.size()) throw UsageError(fmt::format("{} expects a value", flag));
+      return args[++i];
+    };
+    auto noValue = [&] {
+      if (inlineValue) throw UsageError(fmt::format("{} takes no value", flag));
+    };
+    if (flag == "--help" || flag == "-h") {
+      noValue();
+      o.help = true;
+    } else if (flag == "--list") {
+      noValue();
+      o.list = true;
+    } else if (flag == "--filter") {
+      o.filter = value();
+    } else if (flag == "--json") {
+      o.jsonPath = value();
+      if (o.jsonPath->empty()) throw UsageError("--json expects a file name");
+    } else if (flag == "--repeats") {
+      std::string v = value();
+      int n = 0;
+      auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+      if (ec != std::errc() || end != v.data() + v.size() || n < 1)
+        throw UsageError(fmt::format("--repeats expects a positive integer, got '{}'", v));
+      o.repeats = n;
+    } else {
+      throw UsageError(fmt::format("unknown argument '{}'", args[i]));
+    }
+  }
+  return o;
+}
+
+}  // namespace kiln::bench

@@ -1,0 +1,30 @@
+// kiln-bench's command line.
+#pragma once
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace kiln::bench {
+
+struct Options {
+  std::optional<std::string> filter;  ///< std::regex searched in each workload name
+  std::optional<std::string> jsonPath;
+  int repeats = 0;  ///< timed calls per side; 0: adaptive (5 to 20 calls, about 1 s)
+  bool list = false;
+  bool help = false;
+};
+
+/// A bad command line; main prints it and exits with status 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Parses argv (without argv[0]). Throws UsageError.
+Options parseOptions(const std::vector<std::string>& args);
+
+/// The text of --help.
+std::string usage();
+
+}  // namespace kiln::bench

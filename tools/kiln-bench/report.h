@@ -1,0 +1,35 @@
+// kiln-bench's output: the human table on stdout and the JSON records.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tools/kiln-bench/measure.h"
+
+namespace kiln::bench {
+
+/// What the header line says about the machine.
+struct Machine {
+  std::string cpu;  ///< model name, "" when unknown
+  int threads = 0;  ///< threads of runtime::ThreadPool
+  struct Copy {
+    int64_t bytes = 0;  ///< buffer size
+    double gbps = 0;    ///< median over every copy of that size in the run
+    int samples = 0;
+  };
+  std::vector<Copy> copies;
+};
+
+/// The CPU's model name from /proc/cpuinfo, or "".
+std::string cpuModelName();
+
+/// Prints the machine line and one row per result.
+void printTable(std::ostream& os, const Machine& machine, const std::vector<Result>& results);
+
+/// The results as a JSON array, one object per workload.
+std::string toJson(const Machine& machine, const std::vector<Result>& results);
+
+}  // namespace kiln::bench

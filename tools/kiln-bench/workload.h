@@ -1,0 +1,42 @@
+// What kiln-bench measures: a Workload is a function of tensors with inputs
+// to feed it, run two ways, eagerly (the ops called one by one) and through
+// kiln::compile. The table is in workloads.cpp; adding a workload is one entry
+// there. Most entries name a built-in model of tools/common/models.h, so that
+// what `irdump --example NAME` shows is what kiln-bench measures:
+//
+//   fromModel("bias_relu"),
+//
+// A workload that needs more than standard-normal f32 inputs (labels, say)
+// is written out as a Workload with its own makeInputs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "frontend/kiln.h"
+#include "tools/common/models.h"
+
+namespace kiln::bench {
+
+struct Workload {
+  std::string name;
+  std::string description;  ///< one line, for --list and the docs
+  std::function<std::vector<Tensor>()> makeInputs;
+  /// The function measured: called directly for eager, through kiln::compile for compiled.
+  tools::ModelFn fn = nullptr;
+};
+
+/// Every workload, in the order they run and print.
+const std::vector<Workload>& workloads();
+
+/// The workload of the built-in model `name`, at the input types the model
+/// declares, with standard-normal inputs. Throws when there is no such model.
+Workload fromModel(const std::string& name);
+
+/// Standard-normal f32 tensors of the given types, from a fixed seed so that
+/// every run measures the same data.
+std::vector<Tensor> randnInputs(const std::vector<ir::TensorType>& types, uint64_t seed = 42);
+
+}  // namespace kiln::bench

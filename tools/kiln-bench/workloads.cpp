@@ -1,0 +1,35 @@
+// The table of kiln-bench workloads (see workload.h). docs/benchmarks.md
+// describes each entry; keep the two in step.
+#include <fmt/format.h>
+
+#include "runtime/error.h"
+#include "tools/kiln-bench/workload.h"
+
+namespace kiln::bench {
+
+std::vector<Tensor> randnInputs(const std::vector<ir::TensorType>& types, uint64_t seed) {
+  Generator gen(seed);
+  std::vector<Tensor> out;
+  for (const ir::TensorType& t : types) {
+    KILN_CHECK(t.dtype == DType::f32 && t.device.isCpu(),
+               "kiln-bench: randnInputs makes f32 cpu tensors, a workload asks for {}", t.str());
+    out.push_back(randn(t.shape, gen));
+  }
+  return out;
+}
+
+Workload fromModel(const std::string& name) {
+  const tools::Model* model = tools::findModel(name);
+  KILN_CHECK(model, "kiln-bench: no built-in model '{}' in tools/common/models.cpp", name);
+  return Workload{model->name, model->summary, [types = model->inputs] { return randnInputs(types); }, model->fn};
+}
+
+const std::vector<Workload>& workloads() {
+  static const std::vector<Workload> table = {
+      fromModel("chain8"),     // 8 elementwise ops on f32[16M]
+      fromModel("bias_relu"),  // relu(x + b), x f32[4096,4096], b f32[4096]
+  };
+  return table;
+}
+
+}  // namespace kiln::bench
