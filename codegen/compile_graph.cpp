@@ -41,6 +41,8 @@ bool supports(const ir::Node& node, std::string* why) {
     case ir::Op::sqrt:
     case ir::Op::tanh:
     case ir::Op::sigmoid: return no("elementwise ops run inside fusion nodes (run fuse-elementwise first)");
+    case ir::Op::reshape:
+    case ir::Op::transpose: return no("movement ops are not supported by codegen yet");
   }
   return no("unknown op");
 }

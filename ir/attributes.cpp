@@ -53,4 +53,12 @@ double floatAttr(const Attributes& attrs, const char* name, std::string_view op)
   fail("{}: attribute '{}' must be a float, got {}", op, name, attrStr(it->second));
 }
 
+const std::vector<int64_t>& intListAttr(const Attributes& attrs, const char* name, std::string_view op) {
+  auto it = attrs.find(name);
+  KILN_CHECK(it != attrs.end(), "{}: missing attribute '{}'", op, name);
+  const auto* v = std::get_if<std::vector<int64_t>>(&it->second);
+  KILN_CHECK(v, "{}: attribute '{}' must be an int list, got {}", op, name, attrStr(it->second));
+  return *v;
+}
+
 }  // namespace kiln::ir

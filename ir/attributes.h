@@ -21,5 +21,8 @@ std::string attrStr(const AttrValue& value);
 /// The float attribute `name`; throws kiln::Error naming `op` when missing or
 /// of another kind.
 double floatAttr(const Attributes& attrs, const char* name, std::string_view op);
+/// The int-list attribute `name`; throws kiln::Error naming `op` when missing
+/// or of another kind.
+const std::vector<int64_t>& intListAttr(const Attributes& attrs, const char* name, std::string_view op);
 
 }  // namespace kiln::ir

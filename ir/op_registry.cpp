@@ -36,6 +36,29 @@ TensorType inferElementwise(Op op, std::span<const TensorType> in) {
   }
   return {in[0].dtype, shape, in[0].device};
 }
+TensorType inferReshape(std::span<const TensorType> in, const Attributes& attrs) {
+  const auto& shape = intListAttr(attrs, "shape", "reshape");
+  for (int64_t d : shape) KILN_CHECK(d >= 0, "reshape: negative dimension in shape {}", shapeStr(shape));
+  KILN_CHECK(numel(shape) == in[0].numel(), "reshape: cannot reshape {} ({} elements) to {} ({} elements)",
+             in[0].str(), in[0].numel(), shapeStr(shape), numel(shape));
+  return {in[0].dtype, shape, in[0].device};
+}
+
+TensorType inferTranspose(std::span<const TensorType> in, const Attributes& attrs) {
+  const auto& perm = intListAttr(attrs, "perm", "transpose");
+  const int rank = in[0].rank();
+  std::vector<bool> seen(rank, false);
+  bool valid = static_cast<int>(perm.size()) == rank;
+  for (int64_t p : perm) {
+    valid = valid && p >= 0 && p < rank && !seen[p];
+    if (valid) seen[p] = true;
+  }
+  KILN_CHECK(valid, "transpose: perm {} is not a permutation of the {} dimensions of {}", shapeStr(perm), rank,
+             in[0].str());
+  Shape shape(rank);
+  for (int i = 0; i < rank; ++i) shape[i] = in[0].shape[perm[i]];
+  return {in[0].dtype, shape, in[0].device};
+}
 }  // namespace
 
 const int kNumOps = static_cast<int>(std::size(kOps));
@@ -72,6 +95,8 @@ TensorType inferType(Op op, std::span<const TensorType> inputs, const Attributes
     case Op::sqrt:
     case Op::tanh:
     case Op::sigmoid: return inferElementwise(op, inputs);
+    case Op::reshape: return inferReshape(inputs, attrs);
+    case Op::transpose: return inferTranspose(inputs, attrs);
     case Op::constant:
     case Op::fusion: break;
   }

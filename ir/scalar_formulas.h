@@ -160,6 +160,8 @@ typename B::V emitScalar(B& b, Op op, std::span<const typename B::V> in, const A
     case Op::sqrt: return b.sqrt(in[0]);
     case Op::tanh: return tanh(b, in[0]);
     case Op::sigmoid: return sigmoid(b, in[0]);
+    case Op::reshape:
+    case Op::transpose:
     case Op::fusion: break;
   }
   KILN_ASSERT(false, "op {} has no scalar formula", opName(op));
