@@ -82,6 +82,7 @@ struct CudaBuilder {
   V rint(const V& a) { return def("rintf(" + a + ")"); }
   M lt(const V& a, const V& b) { return defM(a + " < " + b); }
   M gt(const V& a, const V& b) { return defM(a + " > " + b); }
+  M le(const V& a, const V& b) { return defM(a + " <= " + b); }
   M isNan(const V& a) { return defM(a + " != " + a); }
   M orM(const M& a, const M& b) { return defM(a + " || " + b); }
   V select(const M& m, const V& a, const V& b) { return def(m + " ? " + a + " : " + b); }

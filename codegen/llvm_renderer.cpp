@@ -74,6 +74,7 @@ struct LlvmScalarBuilder {
   V rint(V a) { return ir.CreateUnaryIntrinsic(llvm::Intrinsic::rint, a); }
   M lt(V a, V b) { return ir.CreateFCmpOLT(a, b); }
   M gt(V a, V b) { return ir.CreateFCmpOGT(a, b); }
+  M le(V a, V b) { return ir.CreateFCmpOLE(a, b); }
   M isNan(V a) { return ir.CreateFCmpUNO(a, a); }
   M orM(M a, M b) { return ir.CreateOr(a, b); }
   V select(M m, V a, V b) { return ir.CreateSelect(m, a, b); }

@@ -24,6 +24,7 @@ struct FloatBuilder {
   V rint(V a) { return std::nearbyint(a); }  // the default rounding mode: half to even
   M lt(V a, V b) { return a < b; }
   M gt(V a, V b) { return a > b; }
+  M le(V a, V b) { return a <= b; }
   M isNan(V a) { return a != a; }
   M orM(M a, M b) { return a || b; }
   V select(M m, V a, V b) { return m ? a : b; }

@@ -23,7 +23,7 @@
 //   V c(double);                       constant
 //   V add(V,V), sub(V,V), mul(V,V), div(V,V), neg(V), sqrt(V), rint(V)
 //                                      IEEE ops; rint rounds half to even
-//   M lt(V,V), gt(V,V), isNan(V), orM(M,M)
+//   M lt(V,V), gt(V,V), le(V,V), isNan(V), orM(M,M)   ordered compares
 //   V select(M, V a, V b)              a where the predicate holds, else b
 //   V pow2(V n)                        2^n for integer-valued n in [-126, 127]
 //   V mantissa(V x), exponent(V x)     x = mantissa * 2^exponent, mantissa in
@@ -153,8 +153,8 @@ typename B::V emitScalar(B& b, Op op, std::span<const typename B::V> in, const A
     case Op::maximum: return maximum(b, in[0], in[1]);
     case Op::minimum: return minimum(b, in[0], in[1]);
     case Op::neg: return b.neg(in[0]);
-    // relu(NaN) is NaN, as in PyTorch.
-    case Op::relu: return b.select(b.orM(b.gt(in[0], b.c(0.0)), b.isNan(in[0])), in[0], b.c(0.0));
+    // relu(NaN) is NaN and relu(-0) is +0; an ordered <= gives both in one compare.
+    case Op::relu: return b.select(b.le(in[0], b.c(0.0)), b.c(0.0), in[0]);
     case Op::exp: return exp(b, in[0]);
     case Op::log: return log(b, in[0]);
     case Op::sqrt: return b.sqrt(in[0]);

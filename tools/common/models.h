@@ -26,8 +26,13 @@ std::span<const Model> models();
 /// The model called `name`, or nullptr.
 const Model* findModel(const std::string& name);
 
-/// The 8-op elementwise chain: mul, add, relu, add, sqrt, sub, sigmoid, maximum.
+/// The 8-op elementwise chain of a fused epilogue: mul, add, relu, sub, mul,
+/// maximum, minimum, neg (scale, shift, activation, clamp). Memory-bound.
 Tensor chain8(const Tensor& x);
+/// An 8-op chain heavy in arithmetic: mul, add, relu, add, sqrt, sub,
+/// sigmoid, maximum. On a few cores it is bound by sqrt, the division and
+/// exp's polynomial, not by memory.
+Tensor chain8Math(const Tensor& x);
 /// Broadcasting bias-add + relu: relu(x + b) with b over the last dimension.
 Tensor biasRelu(const Tensor& x, const Tensor& b);
 

@@ -26,7 +26,8 @@ Workload fromModel(const std::string& name) {
 
 const std::vector<Workload>& workloads() {
   static const std::vector<Workload> table = {
-      fromModel("chain8"),     // 8 elementwise ops on f32[16M]
+      fromModel("chain8"),       // 8 cheap elementwise ops on f32[16M]: memory-bound
+      fromModel("chain8_math"),  // 8 elementwise ops with sqrt and sigmoid: compute-bound on few cores
       fromModel("bias_relu"),  // relu(x + b), x f32[4096,4096], b f32[4096]
   };
   return table;
