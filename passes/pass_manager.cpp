@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+
 #include "passes/passes.h"
 #include "runtime/error.h"
 
@@ -49,7 +51,11 @@ void PassManager::run(ir::Graph& graph) {
   for (const PassInfo* pass : passes_) {
     if (hook_) hook_(pass->name, graph, /*after=*/false, /*changed=*/false);
     PassContext context{std::string(pass->name)};
+    const auto start = std::chrono::steady_clock::now();
     bool changed = pass->run(graph, context);
+    timings_.push_back({std::string(pass->name),
+                        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(),
+                        changed});
     auto& stats = stats_[std::string(pass->name)];
     for (const auto& [key, n] : context.stats()) stats[key] += n;
     remarks_.insert(remarks_.end(), context.remarks().begin(), context.remarks().end());

@@ -71,11 +71,20 @@ class PassManager {
   const std::map<std::string, std::map<std::string, int64_t>>& statistics() const { return stats_; }
   const std::vector<Remark>& remarks() const { return remarks_; }
 
+  /// One entry per pass run, in order: wall time and whether it changed the graph.
+  struct Timing {
+    std::string pass;
+    double ms = 0;
+    bool changed = false;
+  };
+  const std::vector<Timing>& timings() const { return timings_; }
+
  private:
   std::vector<const PassInfo*> passes_;
   Hook hook_;
   std::map<std::string, std::map<std::string, int64_t>> stats_;
   std::vector<Remark> remarks_;
+  std::vector<Timing> timings_;
 };
 
 }  // namespace kiln::passes

@@ -55,6 +55,11 @@ TEST(PassManager, HookSeesEachPassBeforeAndAfterWithChanged) {
   pm.run(g);
   EXPECT_EQ(events, (std::vector<std::string>{"dce:before", "dce:changed", "dce:before", "dce:same"}));
   EXPECT_EQ(pm.statistics().at("dce").at("nodes-removed"), 1);
+  ASSERT_EQ(pm.timings().size(), 2u);
+  EXPECT_EQ(pm.timings()[0].pass, "dce");
+  EXPECT_TRUE(pm.timings()[0].changed);
+  EXPECT_FALSE(pm.timings()[1].changed);
+  EXPECT_GE(pm.timings()[1].ms, 0.0);
 }
 
 TEST(Dce, RemovesDeadChainsInOneRunAndKeepsOutputs) {
