@@ -13,6 +13,9 @@ namespace kiln::passes {
 namespace {
 // One row per pass: flag, one-line summary, entry point.
 constexpr PassInfo kPasses[] = {
+    {"canonicalize", "apply local rewrite rules (x * 1 -> x, neg(neg(x)) -> x, ...) to a fixed point", runCanonicalize},
+    {"fold-constants", "evaluate elementwise ops whose inputs are all constants", runFoldConstants},
+    {"cse", "merge nodes that compute the same value (structural hashing)", runCse},
     {"dce", "remove nodes whose results are never used", runDce},
     {"fuse-elementwise", "group chains of elementwise ops over one iteration domain into fusion nodes",
      runFuseElementwise},

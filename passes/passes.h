@@ -11,5 +11,14 @@ bool runDce(ir::Graph& graph, PassContext& context);
 /// fuse-elementwise: groups elementwise ops over one iteration domain into
 /// fusion nodes (see passes/fuse_elementwise.cpp for the rules).
 bool runFuseElementwise(ir::Graph& graph, PassContext& context);
+/// cse: merges nodes that compute the same thing (same op, inputs,
+/// attributes and result types), keeping the first.
+bool runCse(ir::Graph& graph, PassContext& context);
+/// fold-constants: replaces an elementwise node whose inputs are all
+/// constants by the constant it computes (the kernels' scalar formulas).
+bool runFoldConstants(ir::Graph& graph, PassContext& context);
+/// canonicalize: applies the local rewrite rules of passes/canonicalize.cpp
+/// until none applies.
+bool runCanonicalize(ir::Graph& graph, PassContext& context);
 
 }  // namespace kiln::passes
