@@ -30,7 +30,7 @@ namespace kiln {
 
 struct CompileOptions {
   /// The pass pipeline run on each traced graph.
-  std::string pipeline = "dce,fuse-elementwise";
+  std::string pipeline = "canonicalize,fold-constants,cse,dce,fuse-elementwise";
 };
 
 /// A traced graph and the eager tensors it captured (its inputs after the

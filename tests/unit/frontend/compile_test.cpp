@@ -111,8 +111,9 @@ TEST(CompileErrors, WrongArgumentsAndBadPipelines) {
   EXPECT_EQ(errorOf([&] { trace([](const Tensor& x) { return x; }, {t, t}); }),
             "compile: the compiled function cannot be called with 2 tensors");
   EXPECT_EQ(errorOf([&] { f(Tensor()); }), "compile: argument 0 is an undefined tensor");
-  EXPECT_EQ(errorOf([] { compile([](const Tensor& x) { return x; }, {"dce,nope"}); }),
-            "pass pipeline: unknown pass 'nope'; known passes: dce, fuse-elementwise");
+  std::string msg = errorOf([] { compile([](const Tensor& x) { return x; }, {"dce,nope"}); });
+  EXPECT_TRUE(msg.starts_with("pass pipeline: unknown pass 'nope'; known passes: ")) << msg;
+  EXPECT_NE(msg.find("fuse-elementwise"), std::string::npos) << msg;
 }
 
 TEST(CompileErrors, TracedTensorsHaveNoValueOutsideTheTrace) {
