@@ -24,11 +24,27 @@ std::string floatStr(double v) {
   return s;
 }
 
+// The escapes the parser reads back (ir/lexer.cpp): \" \\ \n \t \r and \xHH
+// for other control characters, so that a string stays on one line. Bytes
+// above 0x7f (UTF-8) are written as they are.
 std::string quoted(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (u < 0x20 || u == 0x7f) {
+      out += fmt::format("\\x{:02x}", u);
+    } else {
+      out += c;
+    }
   }
   return out + "\"";
 }
