@@ -8,7 +8,13 @@ namespace kiln::ir {
 
 int64_t numel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    if (d == 0) return 0;
+    // Saturate instead of overflowing (undefined behaviour): a shape written
+    // in an attribute can be anything, and the checks that compare counts
+    // must see "too many", not a wrapped-around number.
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) n = INT64_MAX;
+  }
   return n;
 }
 

@@ -27,6 +27,8 @@ struct TensorType {
 
 /// "[8192,1024]".
 std::string shapeStr(const Shape& shape);
+/// The number of elements; saturates at INT64_MAX (negative sizes count as
+/// too many too), so that no shape, however written, overflows.
 int64_t numel(const Shape& shape);
 /// The NumPy broadcast of two shapes; std::nullopt when they do not broadcast.
 std::optional<Shape> broadcastShapes(const Shape& a, const Shape& b);
