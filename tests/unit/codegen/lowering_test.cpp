@@ -3,6 +3,7 @@
 // compileGraph's refusal of nodes the CPU backend cannot run.
 #include <gtest/gtest.h>
 
+#include "common/graph_builders.h"
 #include "codegen/codegen.h"
 #include "passes/passes.h"
 #include "runtime/error.h"
@@ -10,10 +11,9 @@
 namespace {
 
 using namespace kiln;
+using namespace kiln::testutil;
 using codegen::InnerStride;
 using ir::Op;
-
-ir::TensorType f32(ir::Shape shape) { return {DType::f32, std::move(shape), Device::cpu()}; }
 
 /// A fused graph computing relu(a + b) for inputs of the given shapes.
 std::unique_ptr<ir::Graph> biasRelu(ir::Shape a, ir::Shape b) {

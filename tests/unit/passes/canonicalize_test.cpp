@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "common/graph_builders.h"
 #include "ir/printer.h"
 #include "ir/scalar_eval.h"
 #include "passes/passes.h"
@@ -15,19 +16,9 @@
 namespace {
 
 using namespace kiln;
+using namespace kiln::testutil;
 using ir::Op;
 
-ir::TensorType f32(ir::Shape shape) { return {DType::f32, std::move(shape), Device::cpu()}; }
-
-ir::Value* un(ir::Graph& g, Op op, ir::Value* a, ir::Attributes attrs = {}) {
-  return g.create(op, std::vector<ir::Value*>{a}, std::move(attrs))->output();
-}
-ir::Value* bin(ir::Graph& g, Op op, ir::Value* a, ir::Value* b) {
-  return g.create(op, std::vector<ir::Value*>{a, b})->output();
-}
-ir::Value* constant(ir::Graph& g, double v, ir::Shape shape = {}) {
-  return g.createConstant(v, f32(std::move(shape)))->output();
-}
 ir::Value* transpose(ir::Graph& g, ir::Value* x, std::vector<int64_t> perm) {
   return un(g, Op::transpose, x, {{"perm", std::move(perm)}});
 }

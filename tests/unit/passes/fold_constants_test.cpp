@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "common/graph_builders.h"
 #include "ir/printer.h"
 #include "ir/scalar_eval.h"
 #include "passes/passes.h"
@@ -14,17 +15,9 @@
 namespace {
 
 using namespace kiln;
+using namespace kiln::testutil;
 using ir::Op;
 
-ir::TensorType f32(ir::Shape shape) { return {DType::f32, std::move(shape), Device::cpu()}; }
-
-ir::Value* un(ir::Graph& g, Op op, ir::Value* a) { return g.create(op, std::vector<ir::Value*>{a})->output(); }
-ir::Value* bin(ir::Graph& g, Op op, ir::Value* a, ir::Value* b) {
-  return g.create(op, std::vector<ir::Value*>{a, b})->output();
-}
-ir::Value* constant(ir::Graph& g, double v, ir::Shape shape = {}) {
-  return g.createConstant(v, f32(std::move(shape)))->output();
-}
 
 int64_t fold(ir::Graph& g) {
   passes::PassManager pm("fold-constants");

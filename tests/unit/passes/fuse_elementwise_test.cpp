@@ -4,18 +4,16 @@
 
 #include <algorithm>
 
+#include "common/graph_builders.h"
 #include "common/expect_kernels.h"
 #include "passes/passes.h"
 
 namespace {
 
 using namespace kiln;
+using namespace kiln::testutil;
 using ir::Op;
 
-ir::TensorType f32(ir::Shape shape) { return {DType::f32, std::move(shape), Device::cpu()}; }
-
-ir::Value* un(ir::Graph& g, Op op, ir::Value* a) { return g.create(op, std::vector<ir::Value*>{a})->output(); }
-ir::Value* bin(ir::Graph& g, Op op, ir::Value* a, ir::Value* b) { return g.create(op, std::vector<ir::Value*>{a, b})->output(); }
 
 void fuse(ir::Graph& g, passes::PassManager* pm = nullptr) {
   passes::PassManager local("fuse-elementwise");

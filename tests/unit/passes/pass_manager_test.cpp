@@ -2,6 +2,7 @@
 // and dce.
 #include <gtest/gtest.h>
 
+#include "common/graph_builders.h"
 #include "common/expect_kernels.h"
 #include "passes/passes.h"
 #include "runtime/error.h"
@@ -9,9 +10,8 @@
 namespace {
 
 using namespace kiln;
+using namespace kiln::testutil;
 using ir::Op;
-
-ir::TensorType f32(ir::Shape shape) { return {DType::f32, std::move(shape), Device::cpu()}; }
 
 TEST(PassManager, ParsesAPipeline) {
   passes::PassManager pm(" dce , fuse-elementwise,dce");
