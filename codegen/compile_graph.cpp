@@ -40,7 +40,15 @@ bool supports(const ir::Node& node, std::string* why) {
     case ir::Op::log:
     case ir::Op::sqrt:
     case ir::Op::tanh:
-    case ir::Op::sigmoid: return no("elementwise ops run inside fusion nodes (run fuse-elementwise first)");
+    case ir::Op::sigmoid:
+    case ir::Op::cast:
+    case ir::Op::eq:
+    case ir::Op::ne:
+    case ir::Op::lt:
+    case ir::Op::le:
+    case ir::Op::gt:
+    case ir::Op::ge:
+    case ir::Op::where: return no("elementwise ops run inside fusion nodes (run fuse-elementwise first)");
     case ir::Op::reshape:
     case ir::Op::transpose: return no("movement ops are not supported by codegen yet");
   }

@@ -8,8 +8,15 @@
 // provided it is compiled with the flags compileCudaToCubin() uses (no FMA
 // contraction, IEEE division and square root, no flush to zero).
 //
-// ABI (codegen/kernel.h): `extern "C" __global__ void <name>(const float*
-// __restrict__ p0, ..., float* __restrict__ pk, KilnArgs_<name> a)` with
+// Every dtype renders: parameters are `float`, `double`, `int`, `long long`,
+// `unsigned short` (f16 and bf16 bits) and `unsigned char` (bool, 0 or 1);
+// f16 and bf16 are converted to and from f32 by bit manipulation written
+// into the source (ir/scalar_formulas_bits.h), float-to-integer casts
+// saturate through explicit compares, integer arithmetic wraps through the
+// unsigned types.
+//
+// ABI (codegen/kernel.h): `extern "C" __global__ void <name>(const T0*
+// __restrict__ p0, ..., Tk* __restrict__ pk, KilnArgs_<name> a)` with
 //
 //   struct KilnArgs_<name> { long long sizes[rank]; long long strides[P][rank];
 //                            long long numel; };
@@ -26,9 +33,9 @@
 namespace kiln::codegen {
 
 /// The CUDA C source of `kernel`; the same kernel always gives the same text.
-/// Throws kiln::Error naming the kernel when it uses a dtype the renderer does
-/// not support yet (only f32 so far); a malformed body (an operand that is not
-/// an earlier value, a load of an output) is a kiln bug (InternalError).
+/// A malformed kernel (codegen::checkKernel: an operand that is not an
+/// earlier value, a load of an output, dtypes that disagree) is a kiln bug
+/// (InternalError).
 std::string renderCudaC(const Kernel& kernel);
 
 }  // namespace kiln::codegen

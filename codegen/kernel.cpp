@@ -4,6 +4,10 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <optional>
+#include <string_view>
+
+#include "runtime/error.h"
 
 namespace kiln::codegen {
 
@@ -75,6 +79,77 @@ ScalarInstr store(int param, int value, DType dtype) {
   return s;
 }
 }  // namespace instr
+
+namespace {
+bool isIdentifier(std::string_view s) {
+  if (s.empty() || (s[0] >= '0' && s[0] <= '9')) return false;
+  for (char c : s)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  return true;
+}
+
+/// The registry's result dtype for `op` on operands of `types`, or nullopt
+/// when the registry rejects them.
+std::optional<DType> registryDType(ir::Op op, const std::vector<DType>& types, const ir::Attributes& attrs) {
+  std::vector<ir::TensorType> in;
+  for (DType t : types) in.push_back({t, {}, Device::cpu()});
+  try {
+    return ir::inferType(op, in, attrs).dtype;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+}  // namespace
+
+void checkKernel(const Kernel& k) {
+  KILN_ASSERT(isIdentifier(k.name), "kernel name '{}' is not a C identifier", k.name);
+  KILN_ASSERT(k.rank >= 1, "kernel {}: rank {} < 1", k.name, k.rank);
+  const int count = static_cast<int>(k.body.size());
+  for (int i = 0; i < count; ++i) {
+    const ScalarInstr& in = k.body[i];
+    auto checkOperand = [&](int o) {
+      KILN_ASSERT(o >= 0 && o < i, "kernel {}: instruction {} uses %{}, which is not an earlier instruction", k.name, i,
+                  o);
+      KILN_ASSERT(k.body[o].kind != ScalarInstr::Kind::store, "kernel {}: instruction {} uses store %{} as a value",
+                  k.name, i, o);
+    };
+    switch (in.kind) {
+      case ScalarInstr::Kind::load:
+        KILN_ASSERT(in.param >= 0 && in.param < k.numParams() && !k.params[in.param].output,
+                    "kernel {}: instruction {} loads param {}, which is not an input", k.name, i, in.param);
+        KILN_ASSERT(in.dtype == k.params[in.param].dtype, "kernel {}: instruction {} loads {} from param {} of {}",
+                    k.name, i, dtypeName(in.dtype), in.param, dtypeName(k.params[in.param].dtype));
+        break;
+      case ScalarInstr::Kind::constant: break;
+      case ScalarInstr::Kind::op: {
+        const ir::OpInfo& info = ir::opInfo(in.op);
+        KILN_ASSERT(info.kind == ir::OpKind::elementwise || info.kind == ir::OpKind::constant,
+                    "kernel {}: instruction {} is {}, which has no scalar formula", k.name, i, info.name);
+        KILN_ASSERT(info.arity < 0 || static_cast<int>(in.operands.size()) == info.arity,
+                    "kernel {}: instruction {} ({}) has {} operands, expected {}", k.name, i, info.name,
+                    in.operands.size(), info.arity);
+        for (int o : in.operands) checkOperand(o);
+        if (in.op == ir::Op::constant) break;
+        std::vector<DType> types;
+        for (int o : in.operands) types.push_back(k.body[o].dtype);
+        const std::optional<DType> want = registryDType(in.op, types, in.attrs);
+        KILN_ASSERT(want == in.dtype, "kernel {}: instruction {} ({}) has dtype {}, but its operands give {}", k.name,
+                    i, info.name, dtypeName(in.dtype), want ? dtypeName(*want) : "an error");
+        break;
+      }
+      case ScalarInstr::Kind::store:
+        KILN_ASSERT(in.param >= 0 && in.param < k.numParams() && k.params[in.param].output,
+                    "kernel {}: instruction {} stores to param {}, which is not an output", k.name, i, in.param);
+        KILN_ASSERT(in.operands.size() == 1, "kernel {}: store {} has {} operands, expected 1", k.name, i,
+                    in.operands.size());
+        checkOperand(in.operands[0]);
+        KILN_ASSERT(k.body[in.operands[0]].dtype == k.params[in.param].dtype,
+                    "kernel {}: instruction {} stores a {} value to param {} of {}", k.name, i,
+                    dtypeName(k.body[in.operands[0]].dtype), in.param, dtypeName(k.params[in.param].dtype));
+        break;
+    }
+  }
+}
 
 std::string Kernel::signature() const {
   std::string s = fmt::format("rank {}\n", rank);

@@ -56,7 +56,7 @@ struct ScalarInstr {
   int param = -1;             ///< for load and store
   double value = 0.0;         ///< for Kind::constant
   ir::Attributes attrs;       ///< for Kind::op: the node's attributes
-  DType dtype = DType::f32;   ///< result dtype (load, constant, op)
+  DType dtype = DType::f32;   ///< result dtype (load: the param's; constant, op; store: the param's)
 };
 
 /// Builders for kernel bodies: `using namespace kiln::codegen::instr;`, then
@@ -83,6 +83,13 @@ struct Kernel {
   /// Human-readable listing, for irdump and failure messages.
   std::string str() const;
 };
+
+/// Checks what every renderer relies on: a C identifier for a name, rank
+/// >= 1, operands that are earlier values, loads from inputs and stores to
+/// outputs of their dtypes, arities, and op dtypes that are the registry's
+/// (ir::inferType) for the operands'. Throws kiln::InternalError naming the
+/// kernel otherwise: a malformed kernel is a kiln bug.
+void checkKernel(const Kernel& kernel);
 
 /// Launch arguments for a kernel over concrete shapes (see the layout above).
 struct LaunchArgs {

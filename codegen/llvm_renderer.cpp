@@ -16,9 +16,11 @@
 // when its InnerStride says so, which is what lets the loop vectorize.
 //
 // Element math comes from ir/scalar_formulas.h through LlvmScalarBuilder:
-// plain fadd/fsub/fmul/fdiv/fneg without fast-math flags, llvm.sqrt, llvm.rint
-// and integer bit tricks, so the kernel computes the same bits as
-// ir::evalScalarF32 (Note [Eager equals compiled]).
+// plain fadd/fsub/fmul/fdiv/fneg without fast-math flags, llvm.sqrt, llvm.rint,
+// wrapping integer arithmetic, llvm.fptosi.sat for float-to-integer casts and
+// integer bit tricks (f16 and bf16 are i16 in memory and f32 in registers), so
+// the kernel computes the same bits as ir::evalScalar (Note [Eager equals
+// compiled]).
 #include <llvm/ADT/APFloat.h>
 #include <llvm/IR/BasicBlock.h>
 #include <llvm/IR/Constants.h>
@@ -37,6 +39,7 @@
 #include "codegen/llvm_module.h"
 #include "ir/scalar_formulas.h"
 #include "runtime/error.h"
+#include "runtime/numeric.h"
 
 namespace kiln::codegen {
 
@@ -44,55 +47,140 @@ namespace llvmcg {
 
 namespace {
 
-bool isIdentifier(std::string_view s) {
-  if (s.empty() || (s[0] >= '0' && s[0] <= '9')) return false;
-  for (char c : s)
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) return false;
-  return true;
-}
-
-/// The builder B of ir/scalar_formulas.h over LLVM values. No fast-math
-/// flags anywhere: `contract` or `reassoc` would let LLVM fuse or reorder and
-/// break bit-equality with the C++ evaluator.
+/// The builder B of ir/scalar_formulas.h over LLVM values: f32 is float, f64
+/// double, i32 and i64 themselves, bool i1; the value's LLVM type says which.
+/// No fast-math flags anywhere: `contract` or `reassoc` would let LLVM fuse
+/// or reorder and break bit-equality with the C++ evaluator. Integer
+/// arithmetic has no nsw/nuw flags: it wraps, as the formulas say.
 struct LlvmScalarBuilder {
   using V = llvm::Value*;
   using M = llvm::Value*;
 
   llvm::IRBuilder<>& ir;
-  llvm::Type* f32;
-  llvm::Type* i32;
+  DType dtype = DType::f32;
 
-  // Through float, as the C++ evaluator's c() does: one rounding, same bits.
-  V c(double v) { return llvm::ConstantFP::get(ir.getContext(), llvm::APFloat(static_cast<float>(v))); }
-  V add(V a, V b) { return ir.CreateFAdd(a, b); }
-  V sub(V a, V b) { return ir.CreateFSub(a, b); }
-  V mul(V a, V b) { return ir.CreateFMul(a, b); }
+  llvm::Type* type(DType t) {
+    switch (t) {
+      case DType::f32: return ir.getFloatTy();
+      case DType::f64: return ir.getDoubleTy();
+      case DType::i32: return ir.getInt32Ty();
+      case DType::i64: return ir.getInt64Ty();
+      case DType::boolean: return ir.getInt1Ty();
+      case DType::f16:
+      case DType::bf16: break;
+    }
+    KILN_ASSERT(false, "{} is not a compute dtype", dtypeName(t));
+    return nullptr;
+  }
+  static bool isFloat(V a) { return a->getType()->isFloatingPointTy(); }
+  static bool isBool(V a) { return a->getType()->isIntegerTy(1); }
+  static bool isF64(V a) { return a->getType()->isDoubleTy(); }
+
+  V c(double v) { return constant(v, dtype); }
+  // f32 constants through float, as the C++ evaluator's are: one rounding, same bits.
+  V constant(double v, DType t) {
+    switch (t) {
+      case DType::f32: return llvm::ConstantFP::get(ir.getContext(), llvm::APFloat(static_cast<float>(v)));
+      case DType::f64: return llvm::ConstantFP::get(ir.getContext(), llvm::APFloat(v));
+      case DType::i32:
+      case DType::i64: return llvm::ConstantInt::getSigned(type(t), floatToIntSaturating(v, t));
+      case DType::boolean: return ir.getInt1(v != 0);
+      case DType::f16:
+      case DType::bf16: break;
+    }
+    KILN_ASSERT(false, "constant of {}, which is not a compute dtype", dtypeName(t));
+    return nullptr;
+  }
+  V add(V a, V b) { return isFloat(a) ? ir.CreateFAdd(a, b) : ir.CreateAdd(a, b); }
+  V sub(V a, V b) { return isFloat(a) ? ir.CreateFSub(a, b) : ir.CreateSub(a, b); }
+  V mul(V a, V b) { return isFloat(a) ? ir.CreateFMul(a, b) : ir.CreateMul(a, b); }
   V div(V a, V b) { return ir.CreateFDiv(a, b); }
-  V neg(V a) { return ir.CreateFNeg(a); }
+  V neg(V a) { return isFloat(a) ? ir.CreateFNeg(a) : ir.CreateSub(llvm::ConstantInt::get(a->getType(), 0), a); }
   V sqrt(V a) { return ir.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, a); }
   // llvm.rint rounds in the default mode (half to even), like std::nearbyint.
   V rint(V a) { return ir.CreateUnaryIntrinsic(llvm::Intrinsic::rint, a); }
-  M lt(V a, V b) { return ir.CreateFCmpOLT(a, b); }
-  M gt(V a, V b) { return ir.CreateFCmpOGT(a, b); }
-  M le(V a, V b) { return ir.CreateFCmpOLE(a, b); }
-  M isNan(V a) { return ir.CreateFCmpUNO(a, a); }
+  // Ordered float compares (une for ne); signed integers; bool unsigned (false < true).
+  M lt(V a, V b) {
+    return isFloat(a) ? ir.CreateFCmpOLT(a, b) : isBool(a) ? ir.CreateICmpULT(a, b) : ir.CreateICmpSLT(a, b);
+  }
+  M gt(V a, V b) {
+    return isFloat(a) ? ir.CreateFCmpOGT(a, b) : isBool(a) ? ir.CreateICmpUGT(a, b) : ir.CreateICmpSGT(a, b);
+  }
+  M le(V a, V b) {
+    return isFloat(a) ? ir.CreateFCmpOLE(a, b) : isBool(a) ? ir.CreateICmpULE(a, b) : ir.CreateICmpSLE(a, b);
+  }
+  M ge(V a, V b) {
+    return isFloat(a) ? ir.CreateFCmpOGE(a, b) : isBool(a) ? ir.CreateICmpUGE(a, b) : ir.CreateICmpSGE(a, b);
+  }
+  M eq(V a, V b) { return isFloat(a) ? ir.CreateFCmpOEQ(a, b) : ir.CreateICmpEQ(a, b); }
+  M ne(V a, V b) { return isFloat(a) ? ir.CreateFCmpUNE(a, b) : ir.CreateICmpNE(a, b); }
+  M isNan(V a) { return isFloat(a) ? ir.CreateFCmpUNO(a, a) : ir.getFalse(); }
   M orM(M a, M b) { return ir.CreateOr(a, b); }
   V select(M m, V a, V b) { return ir.CreateSelect(m, a, b); }
   // The bit patterns of ir/scalar_eval.cpp. fptosi of NaN is poison here (UB
   // in C++); every formula selects such lanes away before they reach a result.
   V pow2(V n) {
-    V e = ir.CreateAdd(ir.CreateFPToSI(n, i32), ir.getInt32(127));
-    return ir.CreateBitCast(ir.CreateShl(e, ir.getInt32(23)), f32);
+    if (isF64(n)) {
+      V e = ir.CreateAdd(ir.CreateFPToSI(n, ir.getInt64Ty()), ir.getInt64(1023));
+      return ir.CreateBitCast(ir.CreateShl(e, ir.getInt64(52)), ir.getDoubleTy());
+    }
+    V e = ir.CreateAdd(ir.CreateFPToSI(n, ir.getInt32Ty()), ir.getInt32(127));
+    return ir.CreateBitCast(ir.CreateShl(e, ir.getInt32(23)), ir.getFloatTy());
   }
   V mantissa(V x) {
-    V bits = ir.CreateAnd(ir.CreateBitCast(x, i32), ir.getInt32(0x807fffffu));
-    return ir.CreateBitCast(ir.CreateOr(bits, ir.getInt32(0x3f000000u)), f32);
+    if (isF64(x)) {
+      V bits = ir.CreateAnd(ir.CreateBitCast(x, ir.getInt64Ty()), ir.getInt64(0x800fffffffffffffull));
+      return ir.CreateBitCast(ir.CreateOr(bits, ir.getInt64(0x3fe0000000000000ull)), ir.getDoubleTy());
+    }
+    V bits = ir.CreateAnd(ir.CreateBitCast(x, ir.getInt32Ty()), ir.getInt32(0x807fffffu));
+    return ir.CreateBitCast(ir.CreateOr(bits, ir.getInt32(0x3f000000u)), ir.getFloatTy());
   }
   V exponent(V x) {
-    V e = ir.CreateAnd(ir.CreateLShr(ir.CreateBitCast(x, i32), ir.getInt32(23)), ir.getInt32(0xff));
-    return ir.CreateSIToFP(ir.CreateSub(e, ir.getInt32(126)), f32);
+    if (isF64(x)) {
+      V e = ir.CreateAnd(ir.CreateLShr(ir.CreateBitCast(x, ir.getInt64Ty()), ir.getInt64(52)), ir.getInt64(0x7ff));
+      return ir.CreateSIToFP(ir.CreateSub(e, ir.getInt64(1022)), ir.getDoubleTy());
+    }
+    V e = ir.CreateAnd(ir.CreateLShr(ir.CreateBitCast(x, ir.getInt32Ty()), ir.getInt32(23)), ir.getInt32(0xff));
+    return ir.CreateSIToFP(ir.CreateSub(e, ir.getInt32(126)), ir.getFloatTy());
   }
+  V bitcast(V x, DType t) { return ir.CreateBitCast(x, type(t)); }
+  V band(V a, V b) { return ir.CreateAnd(a, b); }
+  V bor(V a, V b) { return ir.CreateOr(a, b); }
+  V shl(V a, int n) { return ir.CreateShl(a, llvm::ConstantInt::get(a->getType(), n)); }
+  V lshr(V a, int n) { return ir.CreateLShr(a, llvm::ConstantInt::get(a->getType(), n)); }
+  V convert(V x, DType t) {
+    llvm::Type* to = type(t);
+    llvm::Type* from = x->getType();
+    if (from == to) return x;
+    if (t == DType::boolean)
+      return isFloat(x) ? ir.CreateFCmpUNE(x, llvm::ConstantFP::get(from, 0.0))
+                        : ir.CreateICmpNE(x, llvm::ConstantInt::get(from, 0));
+    if (isFloat(x)) {
+      if (to->isFloatingPointTy()) return ir.CreateFPCast(x, to);  // fpext or fptrunc (to nearest even)
+      // Truncates toward zero, saturates, NaN -> 0: the semantics of `cast`.
+      return ir.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {to, from}, {x});
+    }
+    if (to->isFloatingPointTy()) return isBool(x) ? ir.CreateUIToFP(x, to) : ir.CreateSIToFP(x, to);
+    return isBool(x) ? ir.CreateZExt(x, to) : ir.CreateSExtOrTrunc(x, to);
+  }
+  V fromM(M m) { return m; }
+  M toM(V v) { return v; }
 };
+
+/// How an element of `dtype` sits in memory: f16 and bf16 as i16 bits, bool
+/// as an i8 holding 0 or 1, the others as their compute type.
+llvm::Type* storageType(llvm::IRBuilder<>& ir, DType dtype) {
+  switch (dtype) {
+    case DType::f16:
+    case DType::bf16: return ir.getInt16Ty();
+    case DType::boolean: return ir.getInt8Ty();
+    case DType::f32: return ir.getFloatTy();
+    case DType::f64: return ir.getDoubleTy();
+    case DType::i32: return ir.getInt32Ty();
+    case DType::i64: return ir.getInt64Ty();
+  }
+  return nullptr;
+}
 
 /// Builds the two functions of one kernel in one module.
 class KernelRenderer {
@@ -103,8 +191,7 @@ class KernelRenderer {
         ctx_(module.getContext()),
         ir_(ctx_),
         i64_(llvm::Type::getInt64Ty(ctx_)),
-        ptr_(llvm::PointerType::getUnqual(ctx_)),
-        f32_(llvm::Type::getFloatTy(ctx_)) {}
+        ptr_(llvm::PointerType::getUnqual(ctx_)) {}
 
   void render() {
     llvm::Function* body = renderBody();
@@ -255,29 +342,50 @@ class KernelRenderer {
     return fn;
   }
 
-  /// The kernel's body at the current offsets.
+  /// The kernel's body at the current offsets. Loads and stores convert
+  /// between memory and compute form (ir::formulas::loadValue/storeValue);
+  /// f16 and bf16 results are rounded inside emitScalar.
   void renderInstrs(llvm::Function* fn, const std::vector<llvm::Value*>& offsets) {
-    LlvmScalarBuilder b{ir_, f32_, ir_.getInt32Ty()};
+    namespace f = ir::formulas;
+    LlvmScalarBuilder b{ir_};
     std::vector<llvm::Value*> values(k_.body.size(), nullptr);
     auto address = [&](int param) {
-      return ir_.CreateInBoundsGEP(f32_, fn->getArg(static_cast<unsigned>(param)), offsets[param]);
+      llvm::Type* t = storageType(ir_, k_.params[param].dtype);
+      return ir_.CreateInBoundsGEP(t, fn->getArg(static_cast<unsigned>(param)), offsets[param]);
     };
+    auto align = [](DType d) { return llvm::Align(static_cast<uint64_t>(itemSize(d))); };
     for (size_t i = 0; i < k_.body.size(); ++i) {
       const ScalarInstr& in = k_.body[i];
       switch (in.kind) {
-        case ScalarInstr::Kind::load:
-          values[i] = ir_.CreateAlignedLoad(f32_, address(in.param), llvm::Align(4), "v" + std::to_string(i));
-          break;
-        case ScalarInstr::Kind::constant: values[i] = b.c(in.value); break;
-        case ScalarInstr::Kind::op: {
-          std::vector<llvm::Value*> operands;
-          for (int o : in.operands) operands.push_back(values[o]);
-          values[i] = ir::formulas::emitScalar(b, in.op, std::span<llvm::Value* const>(operands), in.attrs);
+        case ScalarInstr::Kind::load: {
+          const DType d = in.dtype;
+          llvm::Value* raw =
+              ir_.CreateAlignedLoad(storageType(ir_, d), address(in.param), align(d), "v" + std::to_string(i));
+          if (d == DType::f16 || d == DType::bf16) raw = ir_.CreateZExt(raw, ir_.getInt32Ty());
+          if (d == DType::boolean) raw = ir_.CreateICmpNE(raw, ir_.getInt8(0));
+          values[i] = f::loadValue(b, raw, d);
           break;
         }
-        case ScalarInstr::Kind::store:
-          ir_.CreateAlignedStore(values[in.operands[0]], address(in.param), llvm::Align(4));
+        case ScalarInstr::Kind::constant: values[i] = f::emitConstant(b, in.value, in.dtype); break;
+        case ScalarInstr::Kind::op: {
+          std::vector<llvm::Value*> operands;
+          std::vector<DType> types;
+          for (int o : in.operands) {
+            operands.push_back(values[o]);
+            types.push_back(k_.body[o].dtype);
+          }
+          values[i] = f::emitScalar(b, in.op, std::span<const DType>(types), in.dtype,
+                                    std::span<llvm::Value* const>(operands), in.attrs);
           break;
+        }
+        case ScalarInstr::Kind::store: {
+          const DType d = k_.params[in.param].dtype;
+          llvm::Value* v = f::storeValue(b, values[in.operands[0]], d);
+          if (d == DType::f16 || d == DType::bf16) v = ir_.CreateTrunc(v, ir_.getInt16Ty());
+          if (d == DType::boolean) v = ir_.CreateZExt(v, ir_.getInt8Ty());
+          ir_.CreateAlignedStore(v, address(in.param), align(d));
+          break;
+        }
       }
     }
   }
@@ -288,59 +396,11 @@ class KernelRenderer {
   llvm::IRBuilder<> ir_;
   llvm::Type* i64_;
   llvm::PointerType* ptr_;
-  llvm::Type* f32_;
 };
 
 }  // namespace
 
-void validateKernel(const Kernel& k) {
-  KILN_ASSERT(isIdentifier(k.name), "kernel name '{}' is not a C identifier", k.name);
-  KILN_ASSERT(k.rank >= 1, "kernel {}: rank {} < 1", k.name, k.rank);
-  for (int p = 0; p < k.numParams(); ++p)
-    KILN_ASSERT(k.params[p].dtype == DType::f32, "kernel {}: param {} is {}; only f32 is rendered so far", k.name, p,
-                dtypeName(k.params[p].dtype));
-  const int count = static_cast<int>(k.body.size());
-  for (int i = 0; i < count; ++i) {
-    const ScalarInstr& in = k.body[i];
-    auto checkOperand = [&](int o) {
-      KILN_ASSERT(o >= 0 && o < i, "kernel {}: instruction {} uses %{}, which is not an earlier instruction", k.name, i,
-                  o);
-      KILN_ASSERT(k.body[o].kind != ScalarInstr::Kind::store, "kernel {}: instruction {} uses store %{} as a value",
-                  k.name, i, o);
-    };
-    switch (in.kind) {
-      case ScalarInstr::Kind::load:
-        KILN_ASSERT(in.param >= 0 && in.param < k.numParams(), "kernel {}: instruction {} loads param {} of {}", k.name,
-                    i, in.param, k.numParams());
-        KILN_ASSERT(in.dtype == DType::f32, "kernel {}: instruction {} is {}; only f32 is rendered so far", k.name, i,
-                    dtypeName(in.dtype));
-        break;
-      case ScalarInstr::Kind::constant:
-        KILN_ASSERT(in.dtype == DType::f32, "kernel {}: instruction {} is {}; only f32 is rendered so far", k.name, i,
-                    dtypeName(in.dtype));
-        break;
-      case ScalarInstr::Kind::op: {
-        const ir::OpInfo& info = ir::opInfo(in.op);
-        KILN_ASSERT(info.kind == ir::OpKind::elementwise || info.kind == ir::OpKind::constant,
-                    "kernel {}: instruction {} is {}, which has no scalar formula", k.name, i, info.name);
-        KILN_ASSERT(info.arity < 0 || static_cast<int>(in.operands.size()) == info.arity,
-                    "kernel {}: instruction {} ({}) has {} operands, expected {}", k.name, i, info.name,
-                    in.operands.size(), info.arity);
-        for (int o : in.operands) checkOperand(o);
-        KILN_ASSERT(in.dtype == DType::f32, "kernel {}: instruction {} is {}; only f32 is rendered so far", k.name, i,
-                    dtypeName(in.dtype));
-        break;
-      }
-      case ScalarInstr::Kind::store:
-        KILN_ASSERT(in.param >= 0 && in.param < k.numParams() && k.params[in.param].output,
-                    "kernel {}: instruction {} stores to param {}, which is not an output", k.name, i, in.param);
-        KILN_ASSERT(in.operands.size() == 1, "kernel {}: store {} has {} operands, expected 1", k.name, i,
-                    in.operands.size());
-        checkOperand(in.operands[0]);
-        break;
-    }
-  }
-}
+void validateKernel(const Kernel& k) { checkKernel(k); }
 
 std::unique_ptr<llvm::Module> renderModule(const Kernel& kernel, llvm::LLVMContext& context) {
   auto module = std::make_unique<llvm::Module>(kernel.name, context);

@@ -1,4 +1,8 @@
-// The op table generated from ir/Ops.def and the result-type rules of each op.
+// The op table generated from ir/Ops.def and the result-type rules of each
+// op: elementwise ops take operands of one dtype (the frontend casts them
+// there), some only numbers (not bool) or only floating-point dtypes, and
+// their results have that dtype, except cast (attribute `dtype`) and the
+// comparisons (bool).
 #include "ir/op_registry.h"
 
 #include <array>
@@ -15,32 +19,104 @@ constexpr OpInfo kOps[] = {
 
 std::string typesStr(std::span<const TensorType> types) {
   std::string s;
-  for (size_t i = 0; i < types.size(); ++i) s += (i ? " and " : "") + types[i].str();
+  for (size_t i = 0; i < types.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == types.size() ? " and " : ", ") + types[i].str();
   return s;
 }
 
-TensorType inferElementwise(Op op, std::span<const TensorType> in) {
-  const std::string_view name = opName(op);
-  for (const TensorType& t : in.subspan(1)) {
-    KILN_CHECK(t.device == in[0].device, "{}: expected all tensors on the same device, got {}", name,
-               typesStr(in));
-    KILN_CHECK(t.dtype == in[0].dtype, "{}: expected all tensors of the same dtype, got {}", name, typesStr(in));
+/// The dtype attribute `name` of `op`.
+DType dtypeAttr(const Attributes& attrs, const char* name, std::string_view op) {
+  auto it = attrs.find(name);
+  KILN_CHECK(it != attrs.end(), "{}: missing attribute '{}'", op, name);
+  const DType* d = std::get_if<DType>(&it->second);
+  KILN_CHECK(d, "{}: attribute '{}' must be a dtype, got {}", op, name, attrStr(it->second));
+  return *d;
+}
+
+bool isComparison(Op op) {
+  return op == Op::eq || op == Op::ne || op == Op::lt || op == Op::le || op == Op::gt || op == Op::ge;
+}
+
+/// The dtypes each elementwise op takes (the operand dtype; `where`'s values).
+enum class Takes { any, numbers, floats };
+Takes takes(Op op) {
+  switch (op) {
+    case Op::div:
+    case Op::exp:
+    case Op::log:
+    case Op::sqrt:
+    case Op::tanh:
+    case Op::sigmoid: return Takes::floats;
+    case Op::add:
+    case Op::sub:
+    case Op::mul:
+    case Op::neg:
+    case Op::relu: return Takes::numbers;
+    case Op::maximum:
+    case Op::minimum:
+    case Op::cast:
+    case Op::eq:
+    case Op::ne:
+    case Op::lt:
+    case Op::le:
+    case Op::gt:
+    case Op::ge:
+    case Op::where:
+    case Op::constant:
+    case Op::reshape:
+    case Op::transpose:
+    case Op::fusion: return Takes::any;
   }
-  KILN_CHECK(in[0].dtype == DType::f32, "{}: dtype {} is not supported yet (only f32), got {}", name,
-             dtypeName(in[0].dtype), typesStr(in));
+  return Takes::any;
+}
+
+/// The result dtype of elementwise `op` on `in`, after its dtype checks.
+DType elementwiseDType(Op op, std::span<const TensorType> in, const Attributes& attrs) {
+  const std::string_view name = opName(op);
+  if (op == Op::cast) return dtypeAttr(attrs, "dtype", name);
+  // `where` takes a bool condition and two values of one dtype.
+  std::span<const TensorType> operands = in;
+  if (op == Op::where) {
+    KILN_CHECK(in[0].dtype == DType::boolean, "where: expected a bool condition, got {}", typesStr(in));
+    operands = in.subspan(1);
+  }
+  for (const TensorType& t : operands.subspan(1))
+    KILN_CHECK(t.dtype == operands[0].dtype, "{}: expected {} of the same dtype, got {}", name,
+               op == Op::where ? "both values" : "all tensors", typesStr(in));
+  const DType dtype = operands[0].dtype;
+  switch (takes(op)) {
+    case Takes::any: break;
+    case Takes::numbers:
+      KILN_CHECK(dtype != DType::boolean,
+                 "{}: dtype bool is not supported (bool takes cast, comparisons, where, maximum and minimum), got {}",
+                 name, typesStr(in));
+      break;
+    case Takes::floats:
+      KILN_CHECK(isFloatingPoint(dtype), "{}: expected a floating-point dtype (f32, f64, f16, bf16), got {}", name,
+                 typesStr(in));
+      break;
+  }
+  return isComparison(op) ? DType::boolean : dtype;
+}
+
+TensorType inferElementwise(Op op, std::span<const TensorType> in, const Attributes& attrs) {
+  const std::string_view name = opName(op);
+  for (const TensorType& t : in.subspan(1))
+    KILN_CHECK(t.device == in[0].device, "{}: expected all tensors on the same device, got {}", name, typesStr(in));
+  const DType dtype = elementwiseDType(op, in, attrs);
   Shape shape = in[0].shape;
   for (const TensorType& t : in.subspan(1)) {
     auto b = broadcastShapes(shape, t.shape);
     KILN_CHECK(b.has_value(), "{}: shapes do not broadcast, got {}", name, typesStr(in));
     shape = *b;
   }
-  return {in[0].dtype, shape, in[0].device};
+  return {dtype, shape, in[0].device};
 }
 TensorType inferReshape(std::span<const TensorType> in, const Attributes& attrs) {
   const auto& shape = intListAttr(attrs, "shape", "reshape");
   for (int64_t d : shape) KILN_CHECK(d >= 0, "reshape: negative dimension in shape {}", shapeStr(shape));
-  KILN_CHECK(numel(shape) == in[0].numel(), "reshape: cannot reshape {} ({} elements) to {} ({} elements)",
-             in[0].str(), in[0].numel(), shapeStr(shape), numel(shape));
+  KILN_CHECK(numel(shape) == in[0].numel(), "reshape: cannot reshape {} ({} elements) to {} ({} elements)", in[0].str(),
+             in[0].numel(), shapeStr(shape), numel(shape));
   return {in[0].dtype, shape, in[0].device};
 }
 
@@ -94,7 +170,15 @@ TensorType inferType(Op op, std::span<const TensorType> inputs, const Attributes
     case Op::log:
     case Op::sqrt:
     case Op::tanh:
-    case Op::sigmoid: return inferElementwise(op, inputs);
+    case Op::sigmoid:
+    case Op::cast:
+    case Op::eq:
+    case Op::ne:
+    case Op::lt:
+    case Op::le:
+    case Op::gt:
+    case Op::ge:
+    case Op::where: return inferElementwise(op, inputs, attrs);
     case Op::reshape: return inferReshape(inputs, attrs);
     case Op::transpose: return inferTranspose(inputs, attrs);
     case Op::constant:

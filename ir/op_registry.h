@@ -20,11 +20,11 @@ enum class Op : uint16_t {
 enum class OpKind : uint8_t {
   elementwise,  ///< one result element from the same-index input elements
   reduction,
-  movement,     ///< views and copies
-  library,      ///< BLAS, cuBLAS, cuDNN calls
+  movement,  ///< views and copies
+  library,   ///< BLAS, cuBLAS, cuDNN calls
   random,
-  control,      ///< fusion and other ops holding regions
-  constant,     ///< no inputs; a value fixed by attributes
+  control,   ///< fusion and other ops holding regions
+  constant,  ///< no inputs; a value fixed by attributes
 };
 
 struct OpInfo {
@@ -46,6 +46,10 @@ std::span<const OpInfo> allOps();
 
 /// The result type of `op` applied to inputs of `inputs` types, checking
 /// arity, dtypes, devices and shapes (broadcasting for elementwise ops).
+/// Elementwise operands must share one dtype (`where`: a bool condition and
+/// two values of one dtype; `cast` takes any); add, sub, mul, neg and relu
+/// reject bool, and div, exp, log, sqrt, tanh and sigmoid take floating-point
+/// dtypes only. Comparisons give bool, cast its attribute `dtype`.
 /// Throws kiln::Error naming the op and the input types. Not for fusion
 /// (its types are its body's) nor constant (its type is its creator's).
 TensorType inferType(Op op, std::span<const TensorType> inputs, const Attributes& attrs);

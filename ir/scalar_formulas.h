@@ -12,22 +12,56 @@
 // --fmad=false, C++ is built with -ffp-contract=off). So an elementwise
 // chain gives the same bits eager or fused, on the CPU, on CUDA and folded.
 //
+// Dtypes. A value is computed in its compute dtype (computeDType): f16 and
+// bf16 in f32, every other dtype in itself. Loads widen f16/bf16 to f32
+// exactly; every op (and constant) whose result is f16 or bf16 is rounded to
+// it, to nearest even, before anything uses it (roundTo(), applied in one
+// place: the end of emitScalar); stores narrow the rounded f32 exactly. That
+// is what eager runs one op at a time, and what PyTorch's eager ops do, so
+// fusing a chain of f16 ops never changes a bit. Integers wrap (two's
+// complement, no undefined overflow); bool is 0/1.
+//
 // Accuracy (f32, measured by tests/unit/ir/scalar_formulas_test.cpp against
 // the f64 libm): exp, log ≤ 2 ulp; tanh, sigmoid ≤ 4 ulp away from zero
 // crossings; sqrt, +, -, *, / exact. exp(x) is 0 below x = -87.34 (about
-// 2^-126) and may be a denormal of reduced accuracy just above it.
+// 2^-126) and may be a denormal of reduced accuracy just above it. The f64
+// formulas are in ir/scalar_formulas_f64.h, with their own accuracy.
 //
 // A builder B provides:
-//   using V = ...;  // a scalar of the compute dtype
+//   using V = ...;  // a scalar of one compute dtype: f32, f64, i32, i64, bool
 //   using M = ...;  // a predicate
-//   V c(double);                       constant
-//   V add(V,V), sub(V,V), mul(V,V), div(V,V), neg(V), sqrt(V), rint(V)
-//                                      IEEE ops; rint rounds half to even
-//   M lt(V,V), gt(V,V), le(V,V), isNan(V), orM(M,M)   ordered compares
+//   DType dtype;                       the dtype c() makes constants of; set
+//                                      by emitScalar to the op's compute dtype
+//   V c(double v)                      constant(v, dtype)
+//   V constant(double v, DType t)      v converted as `cast` converts a double
+//                                      (floats round to nearest, integers
+//                                      saturate, bool is v != 0)
+//   V add(V,V), sub(V,V), mul(V,V), neg(V)   IEEE for floats; integers wrap
+//   V div(V,V), sqrt(V), rint(V)       floats only; rint rounds half to even
+//   M lt, gt, le, ge, eq (V,V)         ordered for floats (false with NaN);
+//                                      signed for integers; false < true
+//   M ne(V,V)                          unordered for floats (true with NaN)
+//   M isNan(V)                         false for integers and bool
+//   M orM(M,M)
 //   V select(M, V a, V b)              a where the predicate holds, else b
-//   V pow2(V n)                        2^n for integer-valued n in [-126, 127]
+//   V pow2(V n)                        2^n for integer-valued n, in the
+//                                      exponent range of n's type (f32: [-126,
+//                                      127], f64: [-1022, 1023])
 //   V mantissa(V x), exponent(V x)     x = mantissa * 2^exponent, mantissa in
 //                                      [0.5, 1), for finite normal x > 0
+//   V bitcast(V, DType t)              the same bits as t: f32 <-> i32, f64 <-> i64
+//   V band(V,V), bor(V,V)              integers: bitwise and, or
+//   V shl(V, int n), lshr(V, int n)    integers: shifts by a constant, lshr
+//                                      logical (zeros shifted in)
+//   V convert(V x, DType t)            x as compute dtype t, with the
+//                                      semantics of `cast` (docs/ops.md):
+//                                      float -> int truncates and saturates
+//                                      (NaN -> 0), int -> float rounds to
+//                                      nearest even, f64 -> f32 rounds,
+//                                      anything -> bool is x != 0 (NaN ->
+//                                      true), bool -> number is 0 or 1; the
+//                                      identity when x is already t
+//   V fromM(M), M toM(V)               a predicate as a bool value and back
 #pragma once
 
 #include <cmath>
@@ -35,9 +69,14 @@
 
 #include "ir/attributes.h"
 #include "ir/op_registry.h"
+#include "ir/scalar_formulas_bits.h"
+#include "ir/scalar_formulas_f64.h"
 #include "runtime/error.h"
 
 namespace kiln::ir::formulas {
+
+/// The dtype values of `dtype` are computed in: f16 and bf16 in f32.
+constexpr DType computeDType(DType dtype) { return dtype == DType::f16 || dtype == DType::bf16 ? DType::f32 : dtype; }
 
 /// max(a, b) that propagates NaN from either side, like torch.maximum.
 template <class B>
@@ -50,8 +89,8 @@ typename B::V minimum(B& b, typename B::V x, typename B::V y) {
   return b.select(b.orM(b.lt(x, y), b.isNan(x)), x, y);
 }
 
-/// exp(x): Cody-Waite reduction x = n ln2 + r and a degree-6 polynomial
-/// (Cephes expf coefficients), scaled by 2^n built from exponent bits.
+/// exp(x) in f32: Cody-Waite reduction x = n ln2 + r and a degree-6
+/// polynomial (Cephes expf coefficients), scaled by 2^n built from exponent bits.
 template <class B>
 typename B::V exp(B& b, typename B::V x) {
   using V = typename B::V;
@@ -76,8 +115,8 @@ typename B::V exp(B& b, typename B::V x) {
   return b.select(b.isNan(x), x, y);
 }
 
-/// log(x): x = m 2^e with m in [sqrt(1/2), sqrt(2)), a degree-9 polynomial in
-/// m - 1 (Cephes logf coefficients); denormals are scaled up first.
+/// log(x) in f32: x = m 2^e with m in [sqrt(1/2), sqrt(2)), a degree-9
+/// polynomial in m - 1 (Cephes logf coefficients); denormals are scaled up first.
 template <class B>
 typename B::V log(B& b, typename B::V x) {
   using V = typename B::V;
@@ -112,7 +151,7 @@ typename B::V log(B& b, typename B::V x) {
   return b.select(b.isNan(x), x, r);
 }
 
-/// tanh(x): an odd polynomial for |x| < 0.625 (Cephes tanhf), else
+/// tanh(x) in f32: an odd polynomial for |x| < 0.625 (Cephes tanhf), else
 /// sign(x) (1 - 2 / (exp(2|x|) + 1)).
 template <class B>
 typename B::V tanh(B& b, typename B::V x) {
@@ -133,19 +172,41 @@ typename B::V tanh(B& b, typename B::V x) {
   return b.select(b.lt(ax, b.c(0.625)), small, big);
 }
 
-/// sigmoid(x) = 1 / (1 + exp(-x)).
+/// sigmoid(x) = 1 / (1 + exp(-x)), in f32.
 template <class B>
 typename B::V sigmoid(B& b, typename B::V x) {
   return b.div(b.c(1.0), b.add(b.c(1.0), exp(b, b.neg(x))));
 }
 
-/// The scalar formula of elementwise op `op` on `in` (one value per input),
-/// with `attrs` the node's attributes. Only f32 formulas exist so far; the
-/// frontend and the verifier keep other dtypes away from here.
+/// `x`, a value of compute dtype computeDType(dtype), rounded to `dtype`:
+/// the identity except for f16 and bf16, which round an f32 to nearest even.
 template <class B>
-typename B::V emitScalar(B& b, Op op, std::span<const typename B::V> in, const Attributes& attrs) {
+typename B::V roundTo(B& b, typename B::V x, DType dtype) {
+  switch (dtype) {
+    case DType::f16: return roundF16(b, x);
+    case DType::bf16: return roundBf16(b, x);
+    case DType::f32:
+    case DType::f64:
+    case DType::i32:
+    case DType::i64:
+    case DType::boolean: break;
+  }
+  return x;
+}
+
+/// A constant of `dtype`: `value` converted as `cast` converts an f64.
+template <class B>
+typename B::V emitConstant(B& b, double value, DType dtype) {
+  return roundTo(b, b.constant(value, computeDType(dtype)), dtype);
+}
+
+namespace detail {
+/// The op's formula on values of compute dtype b.dtype; not yet rounded.
+template <class B>
+typename B::V emitOp(B& b, Op op, DType outType, std::span<const typename B::V> in, const Attributes& attrs) {
+  const bool f64 = b.dtype == DType::f64;
   switch (op) {
-    case Op::constant: return b.c(floatAttr(attrs, "value", "constant"));
+    case Op::constant: return b.constant(floatAttr(attrs, "value", "constant"), b.dtype);
     case Op::add: return b.add(in[0], in[1]);
     case Op::sub: return b.sub(in[0], in[1]);
     case Op::mul: return b.mul(in[0], in[1]);
@@ -155,17 +216,73 @@ typename B::V emitScalar(B& b, Op op, std::span<const typename B::V> in, const A
     case Op::neg: return b.neg(in[0]);
     // relu(NaN) is NaN and relu(-0) is +0; an ordered <= gives both in one compare.
     case Op::relu: return b.select(b.le(in[0], b.c(0.0)), b.c(0.0), in[0]);
-    case Op::exp: return exp(b, in[0]);
-    case Op::log: return log(b, in[0]);
+    case Op::exp: return f64 ? exp64(b, in[0]) : exp(b, in[0]);
+    case Op::log: return f64 ? log64(b, in[0]) : log(b, in[0]);
     case Op::sqrt: return b.sqrt(in[0]);
-    case Op::tanh: return tanh(b, in[0]);
-    case Op::sigmoid: return sigmoid(b, in[0]);
+    case Op::tanh: return f64 ? tanh64(b, in[0]) : tanh(b, in[0]);
+    case Op::sigmoid: return f64 ? sigmoid64(b, in[0]) : sigmoid(b, in[0]);
+    case Op::cast: return b.convert(in[0], computeDType(outType));
+    case Op::eq: return b.fromM(b.eq(in[0], in[1]));
+    case Op::ne: return b.fromM(b.ne(in[0], in[1]));
+    case Op::lt: return b.fromM(b.lt(in[0], in[1]));
+    case Op::le: return b.fromM(b.le(in[0], in[1]));
+    case Op::gt: return b.fromM(b.gt(in[0], in[1]));
+    case Op::ge: return b.fromM(b.ge(in[0], in[1]));
+    case Op::where: return b.select(b.toM(in[0]), in[1], in[2]);
     case Op::reshape:
     case Op::transpose:
     case Op::fusion: break;
   }
   KILN_ASSERT(false, "op {} has no scalar formula", opName(op));
   return in[0];
+}
+}  // namespace detail
+
+/// The scalar formula of elementwise op `op` on `in` (one value per input,
+/// of the compute dtypes of `inTypes`), with result dtype `outType` (what
+/// ir::inferType gives) and `attrs` the node's attributes. The result is in
+/// the compute dtype of `outType`, rounded to `outType`.
+template <class B>
+typename B::V emitScalar(B& b, Op op, std::span<const DType> inTypes, DType outType, std::span<const typename B::V> in,
+                         const Attributes& attrs) {
+  KILN_ASSERT(inTypes.size() == in.size(), "{}: {} dtypes for {} operands", opName(op), inTypes.size(), in.size());
+  // The dtype the formula computes in: its operands' (`where`: its values').
+  const DType operand = op == Op::where ? inTypes[1] : inTypes.empty() ? outType : inTypes[0];
+  b.dtype = computeDType(operand);
+  return roundTo(b, detail::emitOp(b, op, outType, in, attrs), outType);
+}
+
+/// The value a kernel computes with for `raw`, an element of `dtype` as
+/// loaded from memory: f16 and bf16 arrive as their bits in an i32 (zero
+/// extended) and widen to f32; the other dtypes are already their value.
+template <class B>
+typename B::V loadValue(B& b, typename B::V raw, DType dtype) {
+  switch (dtype) {
+    case DType::f16: return widenF16(b, raw);
+    case DType::bf16: return widenBf16(b, raw);
+    case DType::f32:
+    case DType::f64:
+    case DType::i32:
+    case DType::i64:
+    case DType::boolean: break;
+  }
+  return raw;
+}
+
+/// What a kernel stores for value `x` of `dtype`: for f16 and bf16 the bits
+/// in the low half of an i32 (x is already rounded, so this is exact).
+template <class B>
+typename B::V storeValue(B& b, typename B::V x, DType dtype) {
+  switch (dtype) {
+    case DType::f16: return narrowF16(b, x);
+    case DType::bf16: return narrowBf16(b, x);
+    case DType::f32:
+    case DType::f64:
+    case DType::i32:
+    case DType::i64:
+    case DType::boolean: break;
+  }
+  return x;
 }
 
 }  // namespace kiln::ir::formulas

@@ -4,7 +4,8 @@
 // - Every elementwise op ends up in a fusion node, alone or grouped, so that
 //   codegen only ever lowers fusion nodes (eager runs a fusion of one).
 // - A producer-consumer pair of elementwise ops fuses when both compute over
-//   the same iteration domain (result shape and device). A producer over a
+//   the same iteration domain (result shape and device; their dtypes may
+//   differ, as across a cast or a comparison). A producer over a
 //   smaller, broadcast domain is not fused: it would be recomputed once per
 //   broadcast element (refused with a remark; to be measured).
 // - Two groups merge only if no path leaves the pair and comes back into it
@@ -176,7 +177,9 @@ bool runFuseElementwise(Graph& graph, PassContext& context) {
       if (!p || !groups.contains(p)) continue;
       int gp = groups.group(p), gn = groups.group(n);
       if (gp == gn) continue;
-      if (p->output()->type() != n->output()->type()) {
+      // The domain is the shape (and device); dtypes may differ (cast, comparisons).
+      if (p->output()->type().shape != n->output()->type().shape ||
+          p->output()->type().device != n->output()->type().device) {
         context.remark(fmt::format("refused {} -> {}: different iteration domains", describe(p), describe(n)));
         context.count("refused-domain");
         continue;

@@ -8,4 +8,5 @@
 #include "runtime/dtype.h"
 #include "runtime/error.h"
 #include "runtime/executable.h"
+#include "runtime/numeric.h"
 #include "runtime/thread_pool.h"

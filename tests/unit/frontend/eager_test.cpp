@@ -122,7 +122,10 @@ TEST(EagerErrors, MismatchedShapesNameTheOpAndBothTypes) {
 
 TEST(EagerErrors, UnsupportedDTypeAndUndefinedTensors) {
   Tensor i = zeros({2}, DType::i64);
-  EXPECT_EQ(errorOf([&] { relu(i); }), "relu: dtype i64 is not supported yet (only f32), got i64[2]@cpu");
+  EXPECT_EQ(relu(i).dtype(), DType::i64) << "every dtype runs";
+  EXPECT_EQ(errorOf([&] { neg(zeros({2}, DType::boolean)); }),
+            "neg: dtype bool is not supported (bool takes cast, comparisons, where, maximum and minimum), got "
+            "bool[2]@cpu");
   EXPECT_EQ(errorOf([&] { add(zeros({2}), i); }),
             "add: expected all tensors of the same dtype, got f32[2]@cpu and i64[2]@cpu");
   EXPECT_EQ(errorOf([&] { relu(Tensor()); }), "relu: argument 0 is an undefined tensor");

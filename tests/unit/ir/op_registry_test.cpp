@@ -142,12 +142,14 @@ TEST(InferType, DevicesMustMatch) {
             "sub: expected all tensors on the same device, got f32[3]@cuda:0 and f32[3]@cuda:1");
 }
 
-TEST(InferType, OnlyF32IsSupportedSoFar) {
-  const std::string msg = inferError(Op::exp, {{DType::f64, {2}, Device::cpu()}});
-  EXPECT_NE(msg.find("exp: "), std::string::npos) << msg;
-  EXPECT_NE(msg.find("f64[2]@cpu"), std::string::npos) << msg;
-  const std::string both = inferError(Op::add, {{DType::i32, {2}, Device::cpu()}, {DType::i32, {2}, Device::cpu()}});
-  EXPECT_NE(both.find("i32[2]@cpu and i32[2]@cpu"), std::string::npos) << both;
+TEST(InferType, FloatOnlyAndNumberOnlyOpsNameTheirDTypes) {
+  // More dtype rules in dtype_rules_test.cpp.
+  EXPECT_EQ(inferError(Op::exp, {{DType::i32, {2}, Device::cpu()}}),
+            "exp: expected a floating-point dtype (f32, f64, f16, bf16), got i32[2]@cpu");
+  EXPECT_EQ(inferError(Op::add, {{DType::boolean, {2}, Device::cpu()}, {DType::boolean, {2}, Device::cpu()}}),
+            "add: dtype bool is not supported (bool takes cast, comparisons, where, maximum and minimum), got "
+            "bool[2]@cpu and bool[2]@cpu");
+  EXPECT_EQ(inferType(Op::exp, std::vector<TensorType>{{DType::f64, {2}, Device::cpu()}}, {}).dtype, DType::f64);
 }
 
 TEST(InferType, Arity) {
