@@ -1,22 +1,31 @@
-// dispatch(): operand checks, then the eager path or the trace.
+// dispatch(): operand checks, type promotion, then the eager path or the trace.
 //
-// Eager: the op becomes a one-node graph, fused (a fusion of one) and
-// compiled like any other graph, so eager and compiled share every formula
-// (Note [Eager equals compiled]). The executable is cached by op,
-// attributes and input types; the kernel under it is cached by signature
-// (codegen::KernelCache), so a new shape with the same pattern only lowers
-// again and never recompiles.
+// Promotion: the op's dtype comes from frontend/promotion.h; tensor
+// operands of another dtype get a `cast` node in front of the op, scalars
+// are made in the op's dtype directly. The casts are part of what runs, in
+// eager and traced code alike, so both compute the same bits.
+//
+// Eager: the casts and the op become a small graph, fused (a fusion of the
+// casts and the op where they share a domain) and compiled like any other
+// graph, so eager and compiled share every formula (Note [Eager equals
+// compiled]). The executable is cached by op, attributes and input types
+// (and the dtypes they are cast to); the kernel under it is cached by
+// signature (codegen::KernelCache), so a new shape with the same pattern
+// only lowers again and never recompiles.
 #include "frontend/dispatch.h"
 
 #include <fmt/format.h>
 
+#include <limits>
 #include <mutex>
 #include <unordered_map>
 
 #include "codegen/compile_graph.h"
+#include "frontend/promotion.h"
 #include "frontend/trace.h"
 #include "passes/pass_manager.h"
 #include "runtime/error.h"
+#include "runtime/numeric.h"
 
 namespace kiln::detail {
 
@@ -52,25 +61,79 @@ EagerCache& eagerCache() {
   return *cache;
 }
 
+/// The dtype a scalar takes part in promotion with (PyTorch's wrapped numbers).
+DType scalarCategoryDType(const Operand& o) {
+  switch (o.kind) {
+    case Operand::Kind::boolean: return DType::boolean;
+    case Operand::Kind::integer: return DType::i64;
+    case Operand::Kind::floating:
+    case Operand::Kind::tensor: break;
+  }
+  return DType::f32;
+}
+
+/// The dtype each operand enters the op with.
+std::vector<DType> operandDTypes(ir::Op op, std::span<const Operand> operands) {
+  std::vector<DType> want(operands.size());
+  if (op == ir::Op::cast) {
+    want[0] = operands[0].isScalar ? scalarCategoryDType(operands[0]) : operands[0].tensor.dtype();
+    return want;
+  }
+  const DType common = promotedDType(op, operands);
+  for (size_t i = 0; i < operands.size(); ++i) {
+    const bool condition = op == ir::Op::where && i == 0;  // not promoted: it must be bool
+    want[i] = !condition             ? common
+              : operands[i].isScalar ? scalarCategoryDType(operands[i])
+                                     : operands[i].tensor.dtype();
+  }
+  return want;
+}
+
+/// An integer scalar must fit the dtype it becomes, as in PyTorch.
+void checkScalarFits(std::string_view name, const Operand& o, DType dtype) {
+  if (o.kind != Operand::Kind::integer || dtype != DType::i32) return;
+  KILN_CHECK(o.intScalar >= std::numeric_limits<int32_t>::min() && o.intScalar <= std::numeric_limits<int32_t>::max(),
+             "{}: scalar {} cannot be converted to i32 without overflow", name, o.intScalar);
+}
+
+/// A 0-d tensor holding scalar `o` as `dtype` (integers exactly).
+Tensor scalarTensor(const Operand& o, DType dtype, Device device) {
+  Tensor t = zeros({}, dtype, device);
+  void* p = t.impl()->storage->data();
+  if (o.kind == Operand::Kind::integer || o.kind == Operand::Kind::boolean)
+    storeIntAs(p, dtype, o.intScalar);
+  else
+    storeAs(p, dtype, o.scalar);
+  return t;
+}
+
+/// `v` as `dtype`: itself, or a new cast node.
+ir::Value* castTo(ir::Graph& g, ir::Value* v, DType dtype) {
+  if (v->type().dtype == dtype) return v;
+  return g.create(ir::Op::cast, std::vector<ir::Value*>{v}, {{"dtype", dtype}})->output();
+}
+
 std::shared_ptr<const runtime::Executable> buildEager(ir::Op op, const std::vector<ir::TensorType>& types,
-                                                      const ir::Attributes& attrs) {
+                                                      const std::vector<DType>& want, const ir::Attributes& attrs) {
   ir::Graph g(fmt::format("eager_{}", ir::opName(op)));
   std::vector<ir::Value*> inputs;
-  for (const auto& t : types) inputs.push_back(g.addInput(t));
+  for (size_t i = 0; i < types.size(); ++i) inputs.push_back(castTo(g, g.addInput(types[i]), want[i]));
   ir::Node* node = g.create(op, inputs, attrs);
   g.setOutputs({node->outputs().begin(), node->outputs().end()});
   passes::PassManager("fuse-elementwise").run(g);
   return std::make_shared<const runtime::Executable>(codegen::compileGraph(g));
 }
 
-Tensor runEager(ir::Op op, std::vector<Operand>& operands, const ir::Attributes& attrs, const ir::TensorType& out,
-                const std::vector<ir::TensorType>& types) {
+Tensor runEager(ir::Op op, std::vector<Operand>& operands, const std::vector<DType>& want, const ir::Attributes& attrs,
+                const ir::TensorType& out) {
+  std::vector<ir::TensorType> types;
+  for (const Operand& o : operands) types.push_back(o.tensor.type());
   std::string key = fmt::format("{}", static_cast<int>(op));
   for (const auto& [name, value] : attrs) key += fmt::format("|{}={}", name, ir::attrStr(value));
-  for (const auto& t : types) key += "|" + t.str();
+  for (size_t i = 0; i < types.size(); ++i) key += fmt::format("|{}>{}", types[i].str(), dtypeName(want[i]));
   auto exe = eagerCache().get(key);
   if (!exe) {
-    exe = buildEager(op, types, attrs);
+    exe = buildEager(op, types, want, attrs);
     eagerCache().put(key, exe);
   }
   std::vector<std::shared_ptr<runtime::Buffer>> buffers;
@@ -82,6 +145,19 @@ Tensor runEager(ir::Op op, std::vector<Operand>& operands, const ir::Attributes&
   return Tensor(std::move(impl));
 }
 }  // namespace
+
+DType promotedDType(ir::Op op, std::span<const Operand> operands) {
+  std::vector<PromotionOperand> participants;
+  for (size_t i = op == ir::Op::where ? 1 : 0; i < operands.size(); ++i) {
+    const Operand& o = operands[i];
+    if (o.isScalar)
+      participants.push_back({scalarCategoryDType(o), Participant::scalar});
+    else
+      participants.push_back({o.tensor.dtype(), o.tensor.dim() == 0 ? Participant::zeroDim : Participant::dimensioned});
+  }
+  const DType common = resultType(participants);
+  return isFloatOnly(op) && !isFloatingPoint(common) ? DType::f32 : common;
+}
 
 EagerStats eagerStats() { return eagerCache().stats(); }
 
@@ -99,23 +175,36 @@ Tensor dispatch(ir::Op op, std::vector<Operand> operands, const ir::Attributes& 
     KILN_CHECK(o.isScalar || trace || !o.tensor.isTraced(),
                "{}: {} was produced while tracing (kiln::compile) and has no value outside the trace", name,
                o.tensor.str());
+  const std::vector<DType> want = operandDTypes(op, operands);
+  // The op's rules on the promoted types, checked before anything is built
+  // or traced, so that a failed op leaves no trace behind.
+  std::vector<ir::TensorType> promoted;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (operands[i].isScalar) checkScalarFits(name, operands[i], want[i]);
+    promoted.push_back(operands[i].isScalar ? ir::TensorType{want[i], {}, first->device()} : operands[i].tensor.type());
+    promoted.back().dtype = want[i];
+  }
+  const ir::TensorType out = ir::inferType(op, promoted, attrs);
 
   if (trace) {
     std::vector<ir::Value*> inputs;
-    for (Operand& o : operands)
-      inputs.push_back(o.isScalar ? trace->graph->createConstant(o.scalar, {first->dtype(), {}, first->device()})->output()
-                                  : trace->valueOf(o.tensor, name.data()));
+    for (size_t i = 0; i < operands.size(); ++i) {
+      const Operand& o = operands[i];
+      if (o.isScalar) {
+        const double value = o.kind == Operand::Kind::floating ? o.scalar : static_cast<double>(o.intScalar);
+        inputs.push_back(trace->graph->createConstant(value, {want[i], {}, first->device()})->output());
+      } else {
+        inputs.push_back(castTo(*trace->graph, trace->valueOf(o.tensor, name.data()), want[i]));
+      }
+    }
     ir::Node* node = trace->graph->create(op, inputs, attrs);
     return trace->wrap(node->output());
   }
 
   // Scalars become 0-d tensors so that one kernel serves every scalar value.
-  for (Operand& o : operands)
-    if (o.isScalar) o.tensor = full({}, o.scalar, first->dtype(), first->device());
-  std::vector<ir::TensorType> types;
-  for (const Operand& o : operands) types.push_back(o.tensor.type());
-  ir::TensorType out = ir::inferType(op, types, attrs);
-  return runEager(op, operands, attrs, out, types);
+  for (size_t i = 0; i < operands.size(); ++i)
+    if (operands[i].isScalar) operands[i].tensor = scalarTensor(operands[i], want[i], first->device());
+  return runEager(op, operands, want, attrs, out);
 }
 
 }  // namespace kiln::detail

@@ -1,10 +1,13 @@
 // The one entry point of every frontend op (DESIGN.md §2): check the
-// operands, then either run the op eagerly — as a one-node graph compiled
-// once per signature and cached — or, inside kiln::compile, append it to the
-// graph being traced.
+// operands, promote their dtypes (frontend/promotion.h) with `cast` nodes
+// where they differ, then either run the op eagerly — as a small graph (the
+// casts and the op) compiled once per signature and cached — or, inside
+// kiln::compile, append the same nodes to the graph being traced.
 #pragma once
 
+#include <cstdint>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "frontend/tensor.h"
@@ -13,23 +16,50 @@
 
 namespace kiln::detail {
 
-/// An op operand: a tensor or a scalar (which takes the tensors' dtype and
-/// device; eager code passes it as a 0-d tensor, traced code as a constant).
+/// An op operand: a tensor or a C++ number. A number takes part in type
+/// promotion by its category (bool, integer, floating; frontend/promotion.h)
+/// and then has the op's dtype; eager code passes it as a 0-d tensor, traced
+/// code as a constant.
 struct Operand {
+  enum class Kind : uint8_t { tensor, boolean, integer, floating };
+
   Operand(const Tensor& t) : tensor(t) {}  // NOLINT: implicit on purpose
-  Operand(double v) : scalar(v), isScalar(true) {}  // NOLINT
+  template <typename S>
+  requires std::is_arithmetic_v<S> Operand(S v)  // NOLINT: implicit on purpose
+      : isScalar(true) {
+    if constexpr (std::is_same_v<S, bool>) {
+      kind = Kind::boolean;
+      intScalar = v;
+      scalar = v ? 1.0 : 0.0;
+    } else if constexpr (std::is_integral_v<S>) {
+      kind = Kind::integer;
+      intScalar = static_cast<int64_t>(v);
+      scalar = static_cast<double>(v);
+    } else {
+      kind = Kind::floating;
+      scalar = static_cast<double>(v);
+    }
+  }
+
   Tensor tensor;
-  double scalar = 0;
+  double scalar = 0;      ///< the number (for integers, as a double)
+  int64_t intScalar = 0;  ///< the number, exactly, for integers and bool
   bool isScalar = false;
+  Kind kind = Kind::tensor;
 };
 
 /// Runs or traces `op` and returns its result.
 Tensor dispatch(ir::Op op, std::vector<Operand> operands, const ir::Attributes& attrs = {});
 
+/// The dtype `op` computes in for these operands: PyTorch's result type,
+/// f32 for a float-only op on integers or bool; for `where`, that of its
+/// values (operand 0 is the condition). Exposed for tests.
+DType promotedDType(ir::Op op, std::span<const Operand> operands);
+
 /// Statistics of the eager path, for tests and kiln-bench.
 struct EagerStats {
   int64_t calls = 0;
-  int64_t graphsBuilt = 0;  ///< one-node graphs lowered (eager cache misses)
+  int64_t graphsBuilt = 0;  ///< eager graphs lowered (eager cache misses)
 };
 EagerStats eagerStats();
 

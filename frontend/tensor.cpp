@@ -5,7 +5,9 @@
 #include <cstring>
 #include <numbers>
 
+#include "frontend/dispatch.h"
 #include "runtime/error.h"
+#include "runtime/numeric.h"
 #include "runtime/philox.h"
 #include "runtime/thread_pool.h"
 
@@ -23,11 +25,18 @@ Tensor allocate(ir::TensorType type) {
   return Tensor(std::move(impl));
 }
 
-template <typename T>
-void fill(void* data, int64_t n, double value) {
-  T v = static_cast<T>(value);
-  T* p = static_cast<T*>(data);
-  for (int64_t i = 0; i < n; ++i) p[i] = v;
+/// The C++ element type kiln::toVector<T>() and data<T>() take for `dtype`.
+const char* elementTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "float";
+    case DType::f64: return "double";
+    case DType::f16: return "kiln::Half";
+    case DType::bf16: return "kiln::BFloat16";
+    case DType::i32: return "int32_t";
+    case DType::i64: return "int64_t";
+    case DType::boolean: return "bool";
+  }
+  return "?";
 }
 }  // namespace
 
@@ -44,43 +53,34 @@ int64_t Tensor::size(int d) const {
 
 std::string Tensor::str() const { return impl_ ? type().str() : std::string("undefined"); }
 
-void* Tensor::rawData(const char* what) const {
+void* Tensor::rawData(const char* what, DType dtype) const {
   KILN_CHECK(impl_, "{}: use of an undefined tensor", what);
-  KILN_CHECK(!impl_->traced, "{}: cannot read the values of {} while tracing (kiln::compile): values are not known "
-             "until the compiled function runs; return the tensor instead", what, str());
+  KILN_CHECK(!impl_->traced,
+             "{}: cannot read the values of {} while tracing (kiln::compile): values are not known "
+             "until the compiled function runs; return the tensor instead",
+             what, str());
   KILN_CHECK(impl_->storage, "{}: {} has no storage", what, str());
   KILN_CHECK(device().isCpu(), "{}: {} is not on the cpu", what, str());
+  KILN_CHECK(dtype == this->dtype(), "{}: {} holds {}, not {} (read it as {}, or convert it with to())", what, str(),
+             elementTypeName(this->dtype()), elementTypeName(dtype), elementTypeName(this->dtype()));
   return impl_->storage->data();
 }
 
-float Tensor::item() const {
-  KILN_CHECK(defined() && numel() == 1, "item: expected a tensor with one element, got {}", str());
-  KILN_CHECK(dtype() == DType::f32, "item: expected f32, got {}", str());
-  return *static_cast<const float*>(rawData("item"));
-}
+float Tensor::item() const { return item<float>(); }
 
-std::vector<float> Tensor::toVector() const {
-  const void* p = rawData("toVector");
-  KILN_CHECK(dtype() == DType::f32, "toVector: expected an f32 tensor, got {}", str());
-  std::vector<float> out(static_cast<size_t>(numel()));
-  if (!out.empty()) std::memcpy(out.data(), p, out.size() * sizeof(float));
-  return out;
+Tensor Tensor::to(DType dtype) const {
+  if (defined() && this->dtype() == dtype) return *this;
+  return detail::dispatch(ir::Op::cast, {*this}, {{"dtype", dtype}});
 }
 
 Tensor full(const Shape& shape, double value, DType dtype, Device device) {
   checkShape("full", shape);
   Tensor t = allocate({dtype, shape, device});
-  void* data = t.impl()->storage->data();
-  const int64_t n = t.numel();
-  switch (dtype) {
-    case DType::f32: fill<float>(data, n, value); break;
-    case DType::f64: fill<double>(data, n, value); break;
-    case DType::i32: fill<int32_t>(data, n, value); break;
-    case DType::i64: fill<int64_t>(data, n, value); break;
-    case DType::boolean: fill<bool>(data, n, value); break;
-    case DType::f16:
-    case DType::bf16: fail("full: dtype {} is not supported yet", dtypeName(dtype));
-  }
+  // One element converted as `cast` converts an f64 (runtime/numeric.h), then copied.
+  auto* data = static_cast<char*>(t.impl()->storage->data());
+  const int64_t n = t.numel(), size = itemSize(dtype);
+  if (n > 0) storeAs(data, dtype, value);
+  for (int64_t i = 1; i < n; ++i) std::memcpy(data + i * size, data, static_cast<size_t>(size));
   return t;
 }
 
@@ -90,28 +90,31 @@ Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape,
 Tensor arange(double start, double end, double step, DType dtype, Device device) {
   KILN_CHECK(step != 0 && std::isfinite(start) && std::isfinite(end) && std::isfinite(step),
              "arange: expected finite bounds and a non-zero step, got start={}, end={}, step={}", start, end, step);
-  KILN_CHECK(dtype == DType::f32, "arange: dtype {} is not supported yet (only f32)", dtypeName(dtype));
+  KILN_CHECK(dtype != DType::boolean, "arange: dtype bool is not supported");
   const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((end - start) / step)));
   Tensor t = allocate({dtype, {n}, device});
-  float* p = t.data<float>();
-  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(start + static_cast<double>(i) * step);
+  auto* data = static_cast<char*>(t.impl()->storage->data());
+  for (int64_t i = 0; i < n; ++i) storeAs(data + i * itemSize(dtype), dtype, start + static_cast<double>(i) * step);
   return t;
 }
 
-Tensor arange(double end) { return arange(0.0, end); }
+Tensor arange(double end, DType dtype) { return arange(0.0, end, 1.0, dtype); }
 
 Tensor fromVector(const std::vector<float>& values, const Shape& shape, Device device) {
-  checkShape("fromVector", shape);
-  KILN_CHECK(static_cast<int64_t>(values.size()) == ir::numel(shape),
-             "fromVector: {} values cannot fill shape {} ({} elements)", values.size(), ir::shapeStr(shape),
-             ir::numel(shape));
-  Tensor t = allocate({DType::f32, shape, device});
-  if (!values.empty()) std::memcpy(t.data<float>(), values.data(), values.size() * sizeof(float));
-  return t;
+  return detail::fromElements(values.data(), static_cast<int64_t>(values.size()), DType::f32, shape, device);
 }
 
 Tensor fromVector(const std::vector<float>& values, Device device) {
   return fromVector(values, {static_cast<int64_t>(values.size())}, device);
+}
+
+Tensor detail::fromElements(const void* values, int64_t count, DType dtype, const Shape& shape, Device device) {
+  checkShape("fromVector", shape);
+  KILN_CHECK(count == ir::numel(shape), "fromVector: {} values cannot fill shape {} ({} elements)", count,
+             ir::shapeStr(shape), ir::numel(shape));
+  Tensor t = allocate({dtype, shape, device});
+  if (count > 0) std::memcpy(t.impl()->storage->data(), values, static_cast<size_t>(count * itemSize(dtype)));
+  return t;
 }
 
 Generator& defaultGenerator() {
@@ -126,7 +129,8 @@ Tensor randn(const Shape& shape, Generator& generator, Device device) {
   Tensor t = allocate({DType::f32, shape, device});
   float* p = t.data<float>();
   const uint64_t offset = generator.advance();
-  const runtime::PhiloxKey key = {static_cast<uint32_t>(generator.seed()), static_cast<uint32_t>(generator.seed() >> 32)};
+  const runtime::PhiloxKey key = {static_cast<uint32_t>(generator.seed()),
+                                  static_cast<uint32_t>(generator.seed() >> 32)};
   runtime::ThreadPool::instance().parallelFor(t.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       auto r = runtime::philox4x32_10({static_cast<uint32_t>(i), static_cast<uint32_t>(i >> 32),

@@ -1,5 +1,7 @@
 // kiln::Tensor: a device-aware tensor with NumPy broadcasting, and the
 // factories that make one (zeros, ones, full, arange, randn, fromVector).
+// Elements are f32, f64, f16 (kiln::Half), bf16 (kiln::BFloat16), i32, i64
+// or bool (runtime/numeric.h); `to(dtype)` converts.
 //
 // A Tensor is a handle: copies share the same TensorImpl. Eager tensors own
 // storage (a runtime::Buffer from the device's caching allocator) and are
@@ -11,12 +13,15 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ir/graph.h"
 #include "runtime/allocator.h"
 #include "runtime/device.h"
 #include "runtime/dtype.h"
+#include "runtime/error.h"
+#include "runtime/numeric.h"
 
 namespace kiln {
 
@@ -52,20 +57,36 @@ class Tensor {
   /// Whether this tensor is a placeholder inside kiln::compile.
   bool isTraced() const { return impl_ && impl_->traced; }
 
-  /// Pointer to the first element of an eager CPU tensor of dtype T.
+  /// Pointer to the first element of an eager CPU tensor whose dtype is
+  /// T's (dtypeOf<T>(): float for f32, Half for f16, bool for bool, ...).
   template <typename T>
-  T* data() const {
-    return static_cast<T*>(rawData("data"));
-  }
+  requires isElementType<T> T* data() const { return static_cast<T*>(rawData("data", dtypeOf<T>())); }
   /// The value of a one-element f32 tensor.
   float item() const;
-  /// The elements of an f32 tensor, in row-major order.
-  std::vector<float> toVector() const;
+  /// The value of a one-element tensor of T's dtype.
+  template <typename T>
+  requires isElementType<T> T item()
+  const {
+    KILN_CHECK(defined() && numel() == 1, "item: expected a tensor with one element, got {}", str());
+    return *static_cast<const T*>(rawData("item", dtypeOf<T>()));
+  }
+  /// The elements of a tensor of T's dtype (f32 by default), in row-major order.
+  template <typename T = float>
+  requires isElementType<T> std::vector<T> toVector()
+  const {
+    const T* p = static_cast<const T*>(rawData("toVector", dtypeOf<T>()));
+    return std::vector<T>(p, p + numel());
+  }
+  /// This tensor converted to `dtype` (a `cast`; see docs/ops.md for what
+  /// each conversion does); the tensor itself when it already has it.
+  Tensor to(DType dtype) const;
 
   TensorImpl* impl() const { return impl_.get(); }
 
  private:
-  void* rawData(const char* what) const;
+  /// The storage of an eager CPU tensor of dtype `dtype`, or an error saying
+  /// why not, naming `what`.
+  void* rawData(const char* what, DType dtype) const;
   std::shared_ptr<TensorImpl> impl_;
 };
 
@@ -73,13 +94,37 @@ class Tensor {
 Tensor full(const Shape& shape, double value, DType dtype = DType::f32, Device device = Device::cpu());
 Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
 Tensor ones(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
-/// [start, start + step, ...) up to `end`, exclusive, as in torch.arange.
+/// [start, start + step, ...) up to `end`, exclusive, as in torch.arange;
+/// element i is start + i * step computed in f64, then converted to `dtype`.
 Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::f32, Device device = Device::cpu());
-Tensor arange(double end);
+Tensor arange(double end, DType dtype = DType::f32);
 /// A tensor of `shape` holding `values` (row-major); sizes must match.
 Tensor fromVector(const std::vector<float>& values, const Shape& shape, Device device = Device::cpu());
 /// A 1-d tensor holding `values`.
 Tensor fromVector(const std::vector<float>& values, Device device = Device::cpu());
+
+namespace detail {
+Tensor fromElements(const void* values, int64_t count, DType dtype, const Shape& shape, Device device);
+}
+
+/// A tensor of the dtype of T (double: f64, int32_t: i32, int64_t: i64,
+/// bool, Half: f16, BFloat16: bf16) holding `values` in `shape`. (A braced
+/// list of numbers makes an f32 tensor, through the overload above.)
+template <typename T>
+requires(isElementType<T> && !std::is_same_v<T, float>) Tensor
+    fromVector(const std::vector<T>& values, const Shape& shape, Device device = Device::cpu()) {
+  if constexpr (std::is_same_v<T, bool>) {
+    std::vector<uint8_t> bytes(values.begin(), values.end());  // vector<bool> packs bits
+    return detail::fromElements(bytes.data(), static_cast<int64_t>(values.size()), DType::boolean, shape, device);
+  } else {
+    return detail::fromElements(values.data(), static_cast<int64_t>(values.size()), dtypeOf<T>(), shape, device);
+  }
+}
+template <typename T>
+requires(isElementType<T> && !std::is_same_v<T, float>) Tensor
+    fromVector(const std::vector<T>& values, Device device = Device::cpu()) {
+  return fromVector(values, {static_cast<int64_t>(values.size())}, device);
+}
 
 /// The state of a counter-based Philox4x32-10 stream (DESIGN.md §8): every
 /// draw of n elements uses counters (offset, 0..n) under key `seed` and then
