@@ -16,7 +16,8 @@
 //   become immediates; a constant left without uses is removed.
 // - A grouped value used outside its group, or returned, becomes a result of
 //   the fusion node (multi-output fusion); everything else stays in
-//   registers. Every decision is recorded as a remark.
+//   registers. A group none of whose values is used is removed (a fusion
+//   node needs a result). Every decision is recorded as a remark.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -103,6 +104,18 @@ class Grouping {
 
 std::string describe(const Node* n) { return fmt::format("{}: {}", ir::opName(n->op()), n->output()->type().str()); }
 
+/// Whether a value of the group is read outside it or returned.
+bool anyResultEscapes(const Graph& graph, const std::vector<Node*>& members) {
+  std::unordered_set<const Node*> inside(members.begin(), members.end());
+  for (const Node* m : members)
+    for (const Value* out : m->outputs()) {
+      if (graph.isOutput(out)) return true;
+      for (const ir::Use& use : out->uses())
+        if (!inside.count(use.user)) return true;
+    }
+  return false;
+}
+
 /// Replaces the group's nodes by one fusion node appended at the end.
 Node* outline(Graph& graph, const std::vector<Node*>& members) {
   std::unordered_set<const Node*> inside(members.begin(), members.end());
@@ -185,8 +198,8 @@ bool runFuseElementwise(Graph& graph, PassContext& context) {
         continue;
       }
       if (groups.wouldCycle(gp, gn)) {
-        context.remark(fmt::format("refused {} -> {}: a path leaves the group and comes back", describe(p),
-                                   describe(n)));
+        context.remark(
+            fmt::format("refused {} -> {}: a path leaves the group and comes back", describe(p), describe(n)));
         context.count("refused-cycle");
         continue;
       }
@@ -206,6 +219,15 @@ bool runFuseElementwise(Graph& graph, PassContext& context) {
     if (groups.group(n) == groups.pos(n)) roots.push_back(n);
   for (Node* root : roots) {
     const auto& members = groups.members(groups.group(root));
+    if (!anyResultEscapes(graph, members)) {
+      // Nothing reads the group: a fusion node without results would be
+      // invalid, and the group computes nothing anyone needs.
+      context.remark(fmt::format("removed {} op(s) starting with {}: no result is used", members.size(),
+                                 describe(members.front())));
+      context.count("dead-ops-removed", static_cast<int64_t>(members.size()));
+      for (auto it = members.rbegin(); it != members.rend(); ++it) graph.erase(*it);
+      continue;
+    }
     int last = key.at(members.back());
     Node* fusion = outline(graph, members);
     key[fusion] = last;

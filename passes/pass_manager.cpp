@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdlib>
 
+#include "ir/verifier.h"
 #include "passes/passes.h"
 #include "runtime/error.h"
 
@@ -30,7 +32,14 @@ const PassInfo* findPass(std::string_view name) {
   return nullptr;
 }
 
-PassManager::PassManager(std::string_view pipeline) {
+namespace {
+bool verifyEachFromEnvironment() {
+  const char* env = std::getenv("KILN_VERIFY_EACH");
+  return env && std::string_view(env) == "1";
+}
+}  // namespace
+
+PassManager::PassManager(std::string_view pipeline) : verifyEach_(verifyEachFromEnvironment()) {
   while (!pipeline.empty()) {
     size_t comma = pipeline.find(',');
     std::string_view name = pipeline.substr(0, comma);
@@ -56,6 +65,13 @@ void PassManager::run(ir::Graph& graph) {
     PassContext context{std::string(pass->name)};
     const auto start = std::chrono::steady_clock::now();
     bool changed = pass->run(graph, context);
+    if (verifyEach_) {
+      try {
+        ir::verify(graph);
+      } catch (const Error& e) {
+        KILN_ASSERT(false, "pass {} left an invalid graph: {}", pass->name, e.what());
+      }
+    }
     timings_.push_back({std::string(pass->name),
                         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(),
                         changed});

@@ -59,6 +59,12 @@ class PassManager {
   /// pass and listing the known ones. An empty pipeline runs nothing.
   explicit PassManager(std::string_view pipeline);
 
+  /// Verifies the graph after every pass (ir::verify); a pass that leaves an
+  /// invalid graph is a kiln bug and throws kiln::InternalError naming it.
+  /// On by default when the environment has KILN_VERIFY_EACH=1, as every
+  /// test run does (DESIGN.md §5).
+  void setVerifyEach(bool on) { verifyEach_ = on; }
+
   /// Called before and after each pass: (pass name, graph, after, changed).
   using Hook = std::function<void(std::string_view pass, const ir::Graph& graph, bool after, bool changed)>;
   void setHook(Hook hook) { hook_ = std::move(hook); }
@@ -82,6 +88,7 @@ class PassManager {
  private:
   std::vector<const PassInfo*> passes_;
   Hook hook_;
+  bool verifyEach_;
   std::map<std::string, std::map<std::string, int64_t>> stats_;
   std::vector<Remark> remarks_;
   std::vector<Timing> timings_;

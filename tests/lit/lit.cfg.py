@@ -54,4 +54,6 @@ config.substitutions.append(("%kiln_build_dir", config.kiln_build_dir))
 config.environment["PATH"] = os.pathsep.join(
     [tools_dir, os.path.dirname(config.filecheck), config.environment.get("PATH", os.environ.get("PATH", ""))]
 )
+# Every pass irdump runs is followed by the verifier (DESIGN.md §5).
+config.environment["KILN_VERIFY_EACH"] = "1"
 config.environment["KILN_CACHE_DIR"] = os.path.join(config.test_exec_root, "kernel-cache")

@@ -196,19 +196,13 @@ void renderPng(const std::string& dot, const std::string& file) {
 /// Runs the pipeline on one graph and prints what the options ask for.
 void processGraph(ir::Graph& g, const Options& o) {
   passes::PassManager pm(o.pipeline);
+  if (o.verifyEach) pm.setVerifyEach(true);
   if (o.printAfterAll) std::cout << "// -----// IR before the pipeline //----- //\n" << ir::printGraph(g) << "\n";
   pm.setHook([&](std::string_view pass, const ir::Graph& graph, bool after, bool changed) {
     const std::string name(pass);
     if (!after && o.printBefore.count(name))
       std::cout << "// -----// IR before " << pass << " //----- //\n" << ir::printGraph(graph) << "\n";
     if (!after) return;
-    if (o.verifyEach) {
-      try {
-        ir::verify(graph);
-      } catch (const Error& e) {
-        fail("after pass {}: {}", pass, e.what());
-      }
-    }
     if (o.printAfterAll || o.printAfter.count(name) || (o.printAfterChange && changed))
       std::cout << "// -----// IR after " << pass << " //----- //\n" << ir::printGraph(graph) << "\n";
   });

@@ -118,6 +118,18 @@ TEST(FuseElementwise, RefusesAMergeThatWouldCreateACycle) {
   EXPECT_EQ(pm.statistics().at("fuse-elementwise").at("refused-cycle"), 1);
 }
 
+TEST(FuseElementwise, AGroupNobodyReadsIsRemovedNotOutlined) {
+  ir::Graph g;
+  ir::Value* x = g.addInput(f32({8}), "x");
+  un(g, Op::exp, un(g, Op::neg, x));  // dead: no fusion node may have zero results
+  g.setOutputs({un(g, Op::relu, x)});
+  passes::PassManager pm("fuse-elementwise");
+  pm.setVerifyEach(true);
+  pm.run(g);
+  EXPECT_KERNELS(g, 1);
+  EXPECT_EQ(pm.statistics().at("fuse-elementwise").at("dead-ops-removed"), 2);
+}
+
 TEST(FuseElementwise, EveryElementwiseOpEndsInAFusionNode) {
   ir::Graph g;
   ir::Value* x = g.addInput(f32({3}), "x");

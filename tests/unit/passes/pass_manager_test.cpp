@@ -77,3 +77,32 @@ TEST(Dce, RemovesDeadChainsInOneRunAndKeepsOutputs) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(PassManager, VerifyEachReportsAnInvalidGraphAfterAPassAsAKilnBug) {
+  using namespace kiln;
+  // The registry holds only correct passes, so hand the pipeline a graph that
+  // is already invalid (its output belongs to another graph): the check after
+  // the first pass must catch it and name that pass.
+  ir::Graph foreign("foreign");
+  ir::Value* y = foreign.addInput(testutil::f32({4}), "y");
+  ir::Graph g;
+  g.addInput(testutil::f32({4}), "x");
+  g.setOutputs({y});
+  passes::PassManager quiet("dce");
+  quiet.setVerifyEach(false);
+  EXPECT_NO_THROW(quiet.run(g));
+  passes::PassManager checked("dce");
+  checked.setVerifyEach(true);
+  try {
+    checked.run(g);
+    FAIL() << "no error";
+  } catch (const InternalError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("pass dce left an invalid graph"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("kiln bug"), std::string::npos) << msg;
+  }
+}
+
+}  // namespace
