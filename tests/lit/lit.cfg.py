@@ -33,7 +33,7 @@ if not hasattr(config, "filecheck"):
 config.test_exec_root = os.path.join(config.kiln_build_dir, "tests", "lit")
 
 tools_dir = os.path.join(config.kiln_build_dir, "bin")
-for tool in ("irdump",):
+for tool in ("irdump", "kiln-bench"):
     if not os.path.exists(os.path.join(tools_dir, tool)):
         lit_config.warning("%s is not built in %s" % (tool, tools_dir))
 if not os.path.exists(config.filecheck):
@@ -47,6 +47,7 @@ def tool(name):
 
 
 config.substitutions.append((tool("irdump"), os.path.join(tools_dir, "irdump")))
+config.substitutions.append((tool("kiln-bench"), os.path.join(tools_dir, "kiln-bench")))
 config.substitutions.append((tool("FileCheck"), config.filecheck))
 config.substitutions.append(("%kiln_build_dir", config.kiln_build_dir))
 
