@@ -72,15 +72,19 @@ TEST(Eager, ScalarsOnEitherSide) {
 }
 
 TEST(Eager, ScalarValuesShareOneKernelAndShapesShareIt) {
-  // Sizes no other test uses, so that the counts do not depend on test order.
-  Tensor x = ones({1237});
+  // Sizes no other test (and no earlier repetition) uses, so that the counts
+  // do not depend on test order.
+  static int64_t fresh = 1237;
+  const int64_t n = fresh, m = fresh + 1;
+  fresh += 2;
+  Tensor x = ones({n});
   (void)(x * 3.0);
   auto before = codegen::KernelCache::instance().stats();
   auto eagerBefore = detail::eagerStats();
   Tensor y = x * 5.0;          // another scalar: same executable
-  Tensor z = ones({1239}) * 7.0;  // another size: new executable, same kernel
-  EXPECT_EQ(y.toVector(), std::vector<float>(1237, 5.0f));
-  EXPECT_EQ(z.toVector()[1238], 7.0f);
+  Tensor z = ones({m}) * 7.0;  // another size: new executable, same kernel
+  EXPECT_EQ(y.toVector(), std::vector<float>(n, 5.0f));
+  EXPECT_EQ(z.toVector()[m - 1], 7.0f);
   EXPECT_EQ(codegen::KernelCache::instance().stats().misses, before.misses) << "no kernel was compiled";
   EXPECT_EQ(detail::eagerStats().graphsBuilt, eagerBefore.graphsBuilt + 1);
 }
