@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "codegen/compile_graph.h"
 #include "frontend/trace.h"
 #include "ir/printer.h"
@@ -76,16 +78,28 @@ std::vector<Tensor> CompileEngine::call(const std::vector<Tensor>& inputs) {
   }
   last_ = it->second;
   const CompiledProgram& p = *it->second;
+  // Note [Compiled arguments are contiguous]: a program is compiled for
+  // contiguous inputs (its cache key is dtypes, shapes and devices only), so
+  // a non-contiguous argument or capture is copied on entry, one copy kernel
+  // each; a contiguous view is bound where it starts, without a copy.
+  std::vector<Tensor> bound;
+  for (const Tensor& t : inputs) bound.push_back(t.contiguous());
+  for (const Tensor& t : p.captures) bound.push_back(t.contiguous());
   std::vector<std::shared_ptr<runtime::Buffer>> buffers;
-  for (const Tensor& t : inputs) buffers.push_back(t.impl()->storage);
-  for (const Tensor& t : p.captures) buffers.push_back(t.impl()->storage);
-  auto outs = p.exe.run(buffers);
+  std::vector<int64_t> offsets;
+  for (const Tensor& t : bound) {
+    buffers.push_back(t.impl()->storage);
+    offsets.push_back(t.storageOffset() * itemSize(t.dtype()));
+  }
+  auto outs = p.exe.run(buffers, offsets);
   std::vector<Tensor> results;
   for (size_t i = 0; i < outs.size(); ++i) {
-    auto impl = std::make_shared<TensorImpl>();
-    impl->type = p.outputTypes[i];
-    impl->storage = std::move(outs[i]);
-    results.emplace_back(std::move(impl));
+    // A result that is an argument (or a capture) is that tensor, as in eager code.
+    const auto slot = std::find(p.exe.inputSlots.begin(), p.exe.inputSlots.end(), p.exe.outputSlots[i]);
+    if (slot != p.exe.inputSlots.end())
+      results.push_back(bound[static_cast<size_t>(slot - p.exe.inputSlots.begin())]);
+    else
+      results.push_back(contiguousTensor(p.outputTypes[i], std::move(outs[i])));
   }
   return results;
 }

@@ -9,9 +9,13 @@
 // casts and the op where they share a domain) and compiled like any other
 // graph, so eager and compiled share every formula (Note [Eager equals
 // compiled]). The executable is cached by op, attributes and input types
-// (and the dtypes they are cast to); the kernel under it is cached by
-// signature (codegen::KernelCache), so a new shape with the same pattern
-// only lowers again and never recompiles.
+// (and the dtypes they are cast to) and strides (a view's kernel reads
+// it through them: an op on a transposed or sliced view is one kernel, no
+// copy); the kernel under it is cached by signature (codegen::KernelCache:
+// rank after coalescing, inner-stride classes, dtypes, body; never sizes), so
+// a new shape with the same pattern only lowers again and never recompiles.
+// A view's offset is not part of any key: the executable is run on the
+// storage from the view's first element.
 #include "frontend/dispatch.h"
 
 #include <fmt/format.h>
@@ -113,36 +117,58 @@ ir::Value* castTo(ir::Graph& g, ir::Value* v, DType dtype) {
   return g.create(ir::Op::cast, std::vector<ir::Value*>{v}, {{"dtype", dtype}})->output();
 }
 
-std::shared_ptr<const runtime::Executable> buildEager(ir::Op op, const std::vector<ir::TensorType>& types,
-                                                      const std::vector<DType>& want, const ir::Attributes& attrs) {
-  ir::Graph g(fmt::format("eager_{}", ir::opName(op)));
+std::unique_ptr<ir::Graph> buildEager(ir::Op op, const std::vector<ir::TensorType>& types, const std::vector<DType>& want,
+                                      const ir::Attributes& attrs) {
+  auto g = std::make_unique<ir::Graph>(fmt::format("eager_{}", ir::opName(op)));
   std::vector<ir::Value*> inputs;
-  for (size_t i = 0; i < types.size(); ++i) inputs.push_back(castTo(g, g.addInput(types[i]), want[i]));
-  ir::Node* node = g.create(op, inputs, attrs);
-  g.setOutputs({node->outputs().begin(), node->outputs().end()});
-  passes::PassManager("fuse-elementwise").run(g);
-  return std::make_shared<const runtime::Executable>(codegen::compileGraph(g));
+  for (size_t i = 0; i < types.size(); ++i) inputs.push_back(castTo(*g, g->addInput(types[i]), want[i]));
+  ir::Node* node = g->create(op, inputs, attrs);
+  g->setOutputs({node->outputs().begin(), node->outputs().end()});
+  passes::PassManager("fuse-elementwise").run(*g);
+  return g;
 }
 
+/// What an eager executable depends on besides the op: each input's type
+/// and strides (its kernels are compiled for them; sizes are only their
+/// arguments). The offset is not part of it: inputs are bound where they start.
+std::string inputKey(const Tensor& t) { return t.type().str() + ir::shapeStr(t.strides()); }
+}  // namespace
+
+Tensor runEagerGraph(const std::string& key, const std::vector<Tensor>& inputs, const ir::TensorType& out,
+                     const std::function<std::unique_ptr<ir::Graph>()>& build) {
+  std::string full = key;
+  for (const Tensor& t : inputs) full += "|" + inputKey(t);
+  auto exe = eagerCache().get(full);
+  if (!exe) {
+    std::unique_ptr<ir::Graph> g = build();
+    std::vector<ir::Strides> strides;
+    for (const Tensor& t : inputs) strides.push_back(t.strides());
+    exe = std::make_shared<const runtime::Executable>(codegen::compileGraph(*g, strides));
+    eagerCache().put(full, exe);
+  }
+  std::vector<std::shared_ptr<runtime::Buffer>> buffers;
+  std::vector<int64_t> offsets;
+  for (const Tensor& t : inputs) {
+    buffers.push_back(t.impl()->storage);
+    offsets.push_back(t.storageOffset() * itemSize(t.dtype()));
+  }
+  auto outputs = exe->run(buffers, offsets);
+  return contiguousTensor(out, std::move(outputs.at(0)));
+}
+
+namespace {
 Tensor runEager(ir::Op op, std::vector<Operand>& operands, const std::vector<DType>& want, const ir::Attributes& attrs,
                 const ir::TensorType& out) {
   std::vector<ir::TensorType> types;
-  for (const Operand& o : operands) types.push_back(o.tensor.type());
+  std::vector<Tensor> inputs;
   std::string key = fmt::format("{}", static_cast<int>(op));
   for (const auto& [name, value] : attrs) key += fmt::format("|{}={}", name, ir::attrStr(value));
-  for (size_t i = 0; i < types.size(); ++i) key += fmt::format("|{}>{}", types[i].str(), dtypeName(want[i]));
-  auto exe = eagerCache().get(key);
-  if (!exe) {
-    exe = buildEager(op, types, want, attrs);
-    eagerCache().put(key, exe);
+  for (size_t i = 0; i < operands.size(); ++i) {
+    types.push_back(operands[i].tensor.type());
+    inputs.push_back(operands[i].tensor);
+    key += fmt::format("|>{}", dtypeName(want[i]));
   }
-  std::vector<std::shared_ptr<runtime::Buffer>> buffers;
-  for (Operand& o : operands) buffers.push_back(o.tensor.impl()->storage);
-  auto outputs = exe->run(buffers);
-  auto impl = std::make_shared<TensorImpl>();
-  impl->type = out;
-  impl->storage = std::move(outputs.at(0));
-  return Tensor(std::move(impl));
+  return runEagerGraph(key, inputs, out, [&] { return buildEager(op, types, want, attrs); });
 }
 }  // namespace
 

@@ -6,7 +6,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -50,6 +53,13 @@ struct Operand {
 
 /// Runs or traces `op` and returns its result.
 Tensor dispatch(ir::Op op, std::vector<Operand> operands, const ir::Attributes& attrs = {});
+
+/// The eager path of an op that is not one dispatched node (copies, cat):
+/// runs the executable cached under `key` and the inputs' types and strides,
+/// built from the graph `build` makes (its inputs are `inputs`, read through
+/// their strides) on a miss. Returns its one result, of type `out`, contiguous.
+Tensor runEagerGraph(const std::string& key, const std::vector<Tensor>& inputs, const ir::TensorType& out,
+                     const std::function<std::unique_ptr<ir::Graph>()>& build);
 
 /// The dtype `op` computes in for these operands: PyTorch's result type,
 /// f32 for a float-only op on integers or bool; for `where`, that of its

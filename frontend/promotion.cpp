@@ -86,6 +86,9 @@ bool isFloatOnly(ir::Op op) {
     case ir::Op::where:
     case ir::Op::reshape:
     case ir::Op::transpose:
+    case ir::Op::slice:
+    case ir::Op::expand:
+    case ir::Op::cat:
     case ir::Op::fusion: return false;
   }
   return false;

@@ -19,10 +19,8 @@ void checkShape(const char* op, const Shape& shape) {
 }
 
 Tensor allocate(ir::TensorType type) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = runtime::allocateBuffer(type.device, static_cast<size_t>(type.numel() * itemSize(type.dtype)));
-  impl->type = std::move(type);
-  return Tensor(std::move(impl));
+  auto storage = runtime::allocateBuffer(type.device, static_cast<size_t>(type.numel() * itemSize(type.dtype)));
+  return detail::contiguousTensor(std::move(type), std::move(storage));
 }
 
 /// The C++ element type kiln::toVector<T>() and data<T>() take for `dtype`.
@@ -53,7 +51,25 @@ int64_t Tensor::size(int d) const {
 
 std::string Tensor::str() const { return impl_ ? type().str() : std::string("undefined"); }
 
-void* Tensor::rawData(const char* what, DType dtype) const {
+const ir::Strides& Tensor::strides() const {
+  KILN_CHECK(impl_, "strides: use of an undefined tensor");
+  return impl_->strides;
+}
+
+int64_t Tensor::stride(int d) const {
+  const int rank = dim();
+  KILN_CHECK(d >= -rank && d < rank, "stride: dimension {} out of range for {}", d, str());
+  return strides()[d < 0 ? d + rank : d];
+}
+
+int64_t Tensor::storageOffset() const {
+  KILN_CHECK(impl_, "storageOffset: use of an undefined tensor");
+  return impl_->offset;
+}
+
+bool Tensor::isContiguous() const { return ir::isContiguous(shape(), strides()); }
+
+void* Tensor::rawData(const char* what, DType dtype, bool contiguous) const {
   KILN_CHECK(impl_, "{}: use of an undefined tensor", what);
   KILN_CHECK(!impl_->traced,
              "{}: cannot read the values of {} while tracing (kiln::compile): values are not known "
@@ -63,7 +79,36 @@ void* Tensor::rawData(const char* what, DType dtype) const {
   KILN_CHECK(device().isCpu(), "{}: {} is not on the cpu", what, str());
   KILN_CHECK(dtype == this->dtype(), "{}: {} holds {}, not {} (read it as {}, or convert it with to())", what, str(),
              elementTypeName(this->dtype()), elementTypeName(dtype), elementTypeName(this->dtype()));
-  return impl_->storage->data();
+  KILN_CHECK(!contiguous || isContiguous(),
+             "{}: {} with strides {} is not contiguous (call contiguous() first, or read it with toVector())", what,
+             str(), ir::shapeStr(strides()));
+  return static_cast<char*>(impl_->storage->data()) + impl_->offset * itemSize(dtype);
+}
+
+void Tensor::gather(const char* what, DType dtype, void* out) const {
+  const auto* base = static_cast<const char*>(rawData(what, dtype, false));
+  const int64_t n = numel(), size = itemSize(dtype);
+  if (n == 0) return;
+  if (isContiguous()) {
+    std::memcpy(out, base, static_cast<size_t>(n * size));
+    return;
+  }
+  // Row-major walk of the multi-index, innermost dimension fastest.
+  const Shape& sizes = shape();
+  const ir::Strides& st = strides();
+  const int rank = dim();
+  std::vector<int64_t> index(static_cast<size_t>(rank), 0);
+  auto* dst = static_cast<char*>(out);
+  int64_t at = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(dst + i * size, base + at * size, static_cast<size_t>(size));
+    for (int d = rank - 1; d >= 0; --d) {
+      at += st[d];
+      if (++index[d] < sizes[d]) break;
+      at -= st[d] * sizes[d];
+      index[d] = 0;
+    }
+  }
 }
 
 float Tensor::item() const { return item<float>(); }
@@ -106,6 +151,14 @@ Tensor fromVector(const std::vector<float>& values, const Shape& shape, Device d
 
 Tensor fromVector(const std::vector<float>& values, Device device) {
   return fromVector(values, {static_cast<int64_t>(values.size())}, device);
+}
+
+Tensor detail::contiguousTensor(ir::TensorType type, std::shared_ptr<runtime::Buffer> storage) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->strides = ir::contiguousStrides(type.shape);
+  impl->type = std::move(type);
+  impl->storage = std::move(storage);
+  return Tensor(std::move(impl));
 }
 
 Tensor detail::fromElements(const void* values, int64_t count, DType dtype, const Shape& shape, Device device) {

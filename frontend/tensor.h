@@ -3,11 +3,17 @@
 // Elements are f32, f64, f16 (kiln::Half), bf16 (kiln::BFloat16), i32, i64
 // or bool (runtime/numeric.h); `to(dtype)` converts.
 //
-// A Tensor is a handle: copies share the same TensorImpl. Eager tensors own
-// storage (a runtime::Buffer from the device's caching allocator) and are
-// contiguous in row-major order. Inside kiln::compile a tensor may instead be
-// traced: it stands for an IR value of the graph under construction and has
-// no data; reading its values is an error that says so.
+// A Tensor is a handle: copies share the same TensorImpl. Eager tensors
+// share storage (a runtime::Buffer from the device's caching allocator) and
+// read it through sizes, strides (in elements) and a storage offset, as in
+// PyTorch: factories and ops make contiguous row-major tensors, and the view
+// ops (view, permute, transpose, slice, select, expand, squeeze, ...;
+// frontend/views.cpp) make tensors that share their input's storage. Ops
+// read views through their strides, without copies. Inside kiln::compile a
+// tensor may instead be traced: it stands for an IR value of the graph under
+// construction and has no data (reading its values is an error that says
+// so), but it has the sizes and strides its eager twin would have, so that
+// view() accepts and refuses exactly what it would eagerly.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +23,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/layout.h"
 #include "runtime/allocator.h"
 #include "runtime/device.h"
 #include "runtime/dtype.h"
@@ -33,6 +40,8 @@ class TraceState;
 
 struct TensorImpl {
   ir::TensorType type;
+  ir::Strides strides;                       ///< one per dimension, in elements
+  int64_t offset = 0;                        ///< of the first element in storage, in elements
   std::shared_ptr<runtime::Buffer> storage;  ///< null for traced tensors
   ir::Value* traced = nullptr;               ///< the IR value, while tracing
   detail::TraceState* trace = nullptr;       ///< the trace `traced` belongs to
@@ -57,8 +66,54 @@ class Tensor {
   /// Whether this tensor is a placeholder inside kiln::compile.
   bool isTraced() const { return impl_ && impl_->traced; }
 
-  /// Pointer to the first element of an eager CPU tensor whose dtype is
-  /// T's (dtypeOf<T>(): float for f32, Half for f16, bool for bool, ...).
+  /// Elements between neighbours along each dimension (0 where expanded).
+  const ir::Strides& strides() const;
+  int64_t stride(int dim) const;
+  /// Where the first element sits in the storage, in elements.
+  int64_t storageOffset() const;
+  /// Whether the elements sit in row-major order without gaps (strides of
+  /// size-1 dimensions do not matter), as torch.Tensor.is_contiguous.
+  bool isContiguous() const;
+
+  // Views and copies, with libtorch's names and semantics (frontend/views.cpp).
+  // Dimensions may be negative (counted from the end). Views share this
+  // tensor's storage; under kiln::compile they become movement ops.
+
+  /// The same elements in `shape` (one size may be -1), sharing storage;
+  /// an error when the strides do not allow it (use reshape).
+  Tensor view(const Shape& shape) const;
+  /// view() when the strides allow it, else a contiguous copy in `shape`.
+  Tensor reshape(const Shape& shape) const;
+  /// Result dimension i is dimension dims[i].
+  Tensor permute(const std::vector<int64_t>& dims) const;
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  /// transpose(0, 1) of a tensor of at most 2 dimensions.
+  Tensor t() const;
+  /// Elements start, start + step, ... below end of `dim`; start and end
+  /// are clamped to the size as Python slices are (negative ones count from
+  /// the end); step > 0.
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  /// `length` elements of `dim` from `start`.
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  /// Element `index` of `dim`, which goes away.
+  Tensor select(int64_t dim, int64_t index) const;
+  /// Broadcast to `shape` (-1 keeps a size) without copying: stride 0.
+  Tensor expand(const Shape& shape) const;
+  /// Without its size-1 dimensions; squeeze(dim) removes `dim` if its size is 1.
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t dim) const;
+  /// With a new size-1 dimension at `dim` (-1: the end).
+  Tensor unsqueeze(int64_t dim) const;
+  /// Dimensions startDim..endDim merged into one (a reshape).
+  Tensor flatten(int64_t startDim = 0, int64_t endDim = -1) const;
+  /// This tensor when contiguous, else a contiguous copy.
+  Tensor contiguous() const;
+  /// A contiguous copy that shares nothing with this tensor.
+  Tensor clone() const;
+
+  /// Pointer to the first element of a contiguous eager CPU tensor whose
+  /// dtype is T's (dtypeOf<T>(): float for f32, Half for f16, bool for bool,
+  /// ...); an error for a non-contiguous one (call contiguous() first).
   template <typename T>
   requires isElementType<T> T* data() const { return static_cast<T*>(rawData("data", dtypeOf<T>())); }
   /// The value of a one-element f32 tensor.
@@ -68,14 +123,22 @@ class Tensor {
   requires isElementType<T> T item()
   const {
     KILN_CHECK(defined() && numel() == 1, "item: expected a tensor with one element, got {}", str());
-    return *static_cast<const T*>(rawData("item", dtypeOf<T>()));
+    return *static_cast<const T*>(rawData("item", dtypeOf<T>(), false));
   }
-  /// The elements of a tensor of T's dtype (f32 by default), in row-major order.
+  /// The elements of a tensor of T's dtype (f32 by default), in row-major
+  /// order (gathered through the strides of a view).
   template <typename T = float>
   requires isElementType<T> std::vector<T> toVector()
   const {
-    const T* p = static_cast<const T*>(rawData("toVector", dtypeOf<T>()));
-    return std::vector<T>(p, p + numel());
+    if constexpr (std::is_same_v<T, bool>) {
+      std::vector<uint8_t> bytes(static_cast<size_t>(numel()));  // vector<bool> packs bits
+      gather("toVector", DType::boolean, bytes.data());
+      return std::vector<bool>(bytes.begin(), bytes.end());
+    } else {
+      std::vector<T> out(static_cast<size_t>(numel()));
+      gather("toVector", dtypeOf<T>(), out.data());
+      return out;
+    }
   }
   /// This tensor converted to `dtype` (a `cast`; see docs/ops.md for what
   /// each conversion does); the tensor itself when it already has it.
@@ -84,9 +147,11 @@ class Tensor {
   TensorImpl* impl() const { return impl_.get(); }
 
  private:
-  /// The storage of an eager CPU tensor of dtype `dtype`, or an error saying
-  /// why not, naming `what`.
-  void* rawData(const char* what, DType dtype) const;
+  /// The first element of an eager CPU tensor of dtype `dtype`, or an error
+  /// saying why not, naming `what`; `contiguous` requires a contiguous one.
+  void* rawData(const char* what, DType dtype, bool contiguous = true) const;
+  /// Copies the elements, in row-major order, to `out`.
+  void gather(const char* what, DType dtype, void* out) const;
   std::shared_ptr<TensorImpl> impl_;
 };
 
@@ -103,7 +168,15 @@ Tensor fromVector(const std::vector<float>& values, const Shape& shape, Device d
 /// A 1-d tensor holding `values`.
 Tensor fromVector(const std::vector<float>& values, Device device = Device::cpu());
 
+/// The inputs joined along `dim`, as torch.cat: all of one rank, equal
+/// sizes in the other dimensions, dtypes promoted as add promotes them.
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+/// The inputs, of one shape, joined along a new dimension `dim`, as torch.stack.
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+
 namespace detail {
+/// An eager tensor of `type` that owns `storage`, contiguous.
+Tensor contiguousTensor(ir::TensorType type, std::shared_ptr<runtime::Buffer> storage);
 Tensor fromElements(const void* values, int64_t count, DType dtype, const Shape& shape, Device device);
 }
 

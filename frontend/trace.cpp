@@ -25,9 +25,13 @@ ir::Value* TraceState::valueOf(const Tensor& t, const char* op) {
   return v;
 }
 
-Tensor TraceState::wrap(ir::Value* value) {
+Tensor TraceState::wrap(ir::Value* value) { return wrap(value, ir::contiguousLayout(value->type().shape)); }
+
+Tensor TraceState::wrap(ir::Value* value, ir::Layout layout) {
   auto impl = std::make_shared<TensorImpl>();
   impl->type = value->type();
+  impl->strides = std::move(layout.strides);
+  impl->offset = layout.offset;
   impl->traced = value;
   impl->trace = this;
   return Tensor(std::move(impl));

@@ -22,8 +22,11 @@ class TraceState {
   /// The IR value standing for `t`: its traced value, or for an eager
   /// tensor a new graph input that captures it (bound at every call).
   ir::Value* valueOf(const Tensor& t, const char* op);
-  /// A traced tensor for `value`.
+  /// A traced tensor for `value`, contiguous.
   Tensor wrap(ir::Value* value);
+  /// A traced tensor for `value` with the strides and offset its eager twin
+  /// would have (a view's).
+  Tensor wrap(ir::Value* value, ir::Layout layout);
 
   std::unique_ptr<ir::Graph> graph;
   std::vector<Tensor> captures;  ///< eager tensors read by the trace, in input order after the arguments

@@ -77,4 +77,13 @@ const std::vector<int64_t>& intListAttr(const Attributes& attrs, const char* nam
   return *v;
 }
 
+int64_t intAttr(const Attributes& attrs, const char* name, std::string_view op, std::optional<int64_t> fallback) {
+  auto it = attrs.find(name);
+  if (it == attrs.end() && fallback) return *fallback;
+  KILN_CHECK(it != attrs.end(), "{}: missing attribute '{}'", op, name);
+  const auto* v = std::get_if<int64_t>(&it->second);
+  KILN_CHECK(v, "{}: attribute '{}' must be an int, got {}", op, name, attrStr(it->second));
+  return *v;
+}
+
 }  // namespace kiln::ir

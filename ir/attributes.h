@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -24,5 +25,10 @@ double floatAttr(const Attributes& attrs, const char* name, std::string_view op)
 /// The int-list attribute `name`; throws kiln::Error naming `op` when missing
 /// or of another kind.
 const std::vector<int64_t>& intListAttr(const Attributes& attrs, const char* name, std::string_view op);
+/// The int attribute `name`, or `fallback` when it is missing and a fallback
+/// is given; throws kiln::Error naming `op` when missing without one or of
+/// another kind.
+int64_t intAttr(const Attributes& attrs, const char* name, std::string_view op,
+                std::optional<int64_t> fallback = std::nullopt);
 
 }  // namespace kiln::ir

@@ -65,6 +65,9 @@ Takes takes(Op op) {
     case Op::constant:
     case Op::reshape:
     case Op::transpose:
+    case Op::slice:
+    case Op::expand:
+    case Op::cat:
     case Op::fusion: return Takes::any;
   }
   return Takes::any;
@@ -135,6 +138,49 @@ TensorType inferTranspose(std::span<const TensorType> in, const Attributes& attr
   for (int i = 0; i < rank; ++i) shape[i] = in[0].shape[perm[i]];
   return {in[0].dtype, shape, in[0].device};
 }
+
+TensorType inferSlice(std::span<const TensorType> in, const Attributes& attrs) {
+  const TensorType& x = in[0];
+  const int64_t dim = intAttr(attrs, "dim", "slice"), start = intAttr(attrs, "start", "slice");
+  const int64_t end = intAttr(attrs, "end", "slice"), step = intAttr(attrs, "step", "slice");
+  KILN_CHECK(dim >= 0 && dim < x.rank(), "slice: dim {} out of range for {}", dim, x.str());
+  const int64_t size = x.shape[dim];
+  KILN_CHECK(0 <= start && start <= end && end <= size && step >= 1,
+             "slice: expected 0 <= start <= end <= {} and step >= 1, got start = {}, end = {}, step = {} for "
+             "dimension {} of {}",
+             size, start, end, step, dim, x.str());
+  Shape shape = x.shape;
+  shape[dim] = (end - start + step - 1) / step;
+  return {x.dtype, shape, x.device};
+}
+
+TensorType inferExpand(std::span<const TensorType> in, const Attributes& attrs) {
+  const TensorType& x = in[0];
+  const auto& shape = intListAttr(attrs, "shape", "expand");
+  bool valid = shape.size() >= x.shape.size();
+  for (int64_t d : shape) valid = valid && d >= 0;
+  const size_t lead = valid ? shape.size() - x.shape.size() : 0;
+  for (size_t i = 0; valid && i < x.shape.size(); ++i) valid = x.shape[i] == 1 || x.shape[i] == shape[lead + i];
+  KILN_CHECK(valid, "expand: cannot expand {} to {}", x.str(), shapeStr(shape));
+  return {x.dtype, shape, x.device};
+}
+
+TensorType inferCat(std::span<const TensorType> in, const Attributes& attrs) {
+  KILN_CHECK(!in.empty(), "cat: expected at least 1 input, got 0");
+  const int64_t dim = intAttr(attrs, "dim", "cat");
+  KILN_CHECK(dim >= 0 && dim < in[0].rank(), "cat: dim {} out of range for {}", dim, in[0].str());
+  Shape shape = in[0].shape;
+  shape[dim] = 0;
+  for (const TensorType& t : in) {
+    KILN_CHECK(t.dtype == in[0].dtype, "cat: expected inputs of one dtype, got {}", typesStr(in));
+    KILN_CHECK(t.device == in[0].device, "cat: expected all tensors on the same device, got {}", typesStr(in));
+    bool same = t.rank() == in[0].rank();
+    for (int d = 0; same && d < t.rank(); ++d) same = d == dim || t.shape[d] == in[0].shape[d];
+    KILN_CHECK(same, "cat: expected equal sizes outside dimension {}, got {}", dim, typesStr(in));
+    shape[dim] += t.shape[dim];
+  }
+  return {in[0].dtype, shape, in[0].device};
+}
 }  // namespace
 
 const int kNumOps = static_cast<int>(std::size(kOps));
@@ -181,6 +227,9 @@ TensorType inferType(Op op, std::span<const TensorType> inputs, const Attributes
     case Op::where: return inferElementwise(op, inputs, attrs);
     case Op::reshape: return inferReshape(inputs, attrs);
     case Op::transpose: return inferTranspose(inputs, attrs);
+    case Op::slice: return inferSlice(inputs, attrs);
+    case Op::expand: return inferExpand(inputs, attrs);
+    case Op::cat: return inferCat(inputs, attrs);
     case Op::constant:
     case Op::fusion: break;
   }

@@ -181,6 +181,9 @@ DType resultDType(Op op, std::span<const DType> in, const Attributes& attrs, DTy
     case Op::sigmoid:
     case Op::reshape:
     case Op::transpose:
+    case Op::slice:
+    case Op::expand:
+    case Op::cat:
     case Op::fusion: break;
   }
   return in[0];

@@ -231,6 +231,9 @@ typename B::V emitOp(B& b, Op op, DType outType, std::span<const typename B::V> 
     case Op::where: return b.select(b.toM(in[0]), in[1], in[2]);
     case Op::reshape:
     case Op::transpose:
+    case Op::slice:
+    case Op::expand:
+    case Op::cat:
     case Op::fusion: break;
   }
   KILN_ASSERT(false, "op {} has no scalar formula", opName(op));

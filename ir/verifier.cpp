@@ -131,10 +131,11 @@ class Verifier {
     const std::vector<Node*> inner = body->nodes();
     for (size_t j = 0; j < inner.size(); ++j) {
       const OpKind kind = inner[j]->info().kind;
-      if (kind != OpKind::elementwise && kind != OpKind::constant)
+      if (kind != OpKind::elementwise && kind != OpKind::constant && kind != OpKind::movement)
         nodeError(n, label,
-                  fmt::format("fusion: body node {} is {}; a fusion body holds only elementwise ops and constants", j,
-                              opName(inner[j]->op())));
+                  fmt::format("fusion: body node {} is {}; a fusion body holds only elementwise ops, movement ops "
+                              "and constants",
+                              j, opName(inner[j]->op())));
     }
     if (body->numInputs() != n->numInputs())
       nodeError(n, label,

@@ -162,6 +162,14 @@ constexpr Rule kRules[] = {
   {Op::reshape, "reshape-reshape", "reshape(reshape(x, s1), s2) -> reshape(x, s2)", composeReshapes},
   // reshape(constant) -> constant: a fill is the same fill in any shape.
   {Op::reshape, "reshape-constant", "reshape(constant c) -> constant c", moveConstant},
+  // slice(x) -> x when it takes all of x: a result of x's type starts at 0 with step 1 (or has one element or none).
+  {Op::slice, "slice-all", "slice(x) of all of x -> x", [](Graph&, Node* n) { return keep(n, in(n, 0)); }},
+  // slice(constant) -> constant: any part of a fill is the same fill.
+  {Op::slice, "slice-constant", "slice(constant c) -> constant c", moveConstant},
+  // expand(x, shape of x) -> x: repeats nothing.
+  {Op::expand, "expand-same", "expand(x, shape of x) -> x", [](Graph&, Node* n) { return keep(n, in(n, 0)); }},
+  // expand(constant) -> constant: a fill broadcast is the same fill.
+  {Op::expand, "expand-constant", "expand(constant c) -> constant c", moveConstant},
 };
 // clang-format on
 

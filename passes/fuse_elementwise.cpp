@@ -18,6 +18,23 @@
 //   the fusion node (multi-output fusion); everything else stays in
 //   registers. A group none of whose values is used is removed (a fusion
 //   node needs a result). Every decision is recorded as a remark.
+//
+// Movement ops (Note [Movement ops are read through]):
+// - A chain of view ops (reshape, transpose, slice, expand) feeding a group
+//   is copied into the group's body, so that the kernel reads the chain's
+//   root through the chain's strides (ir/layout.h): a transpose feeding an
+//   add is a strided load, no copy. Every group that reads a chain gets its
+//   own copy of it; the original goes once nothing reads it.
+// - A chain whose reshape cannot be a view of what it reads (a reshape of a
+//   transpose that merges the swapped dimensions) is cut before that
+//   reshape: the part above is materialized by a copy kernel, and the
+//   reshape reads the copy, which is contiguous.
+// - A view op whose result is returned, or read by anything but a view op
+//   or a fusion that took it in, is materialized: a fusion whose body is its
+//   chain, one copy kernel.
+// - A cat is a fusion of its own with its inputs' chains in its body
+//   (codegen: one copy kernel per input, each into its slice of the result).
+//   So stack, a cat of unsqueezed inputs, copies each input once.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -26,6 +43,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/layout.h"
 #include "passes/passes.h"
 #include "runtime/error.h"
 
@@ -116,13 +134,23 @@ bool anyResultEscapes(const Graph& graph, const std::vector<Node*>& members) {
   return false;
 }
 
-/// Replaces the group's nodes by one fusion node appended at the end.
-Node* outline(Graph& graph, const std::vector<Node*>& members) {
+/// Replaces `members` by one fusion node whose body also holds copies of
+/// `clones` (view ops feeding the members, left in place for other readers).
+/// Its results are `results` when given (a copy of a view), else the
+/// members' values used outside them or returned. The node goes before
+/// `before`, or at the end.
+Node* outline(Graph& graph, const std::vector<Node*>& members, const std::vector<Node*>& clones,
+              std::vector<Value*> results = {}, Node* before = nullptr) {
   std::unordered_set<const Node*> inside(members.begin(), members.end());
+  std::unordered_map<const Node*, int> order;
+  for (Node* n : graph.nodes()) order.emplace(n, static_cast<int>(order.size()));
+  std::vector<Node*> all = members;
+  all.insert(all.end(), clones.begin(), clones.end());
+  std::sort(all.begin(), all.end(), [&](Node* a, Node* b) { return order.at(a) < order.at(b); });
   auto body = std::make_unique<Graph>("fused");
   std::unordered_map<const Value*, Value*> mapped;
   std::vector<Value*> externals;
-  for (Node* m : members) {
+  for (Node* m : all) {
     std::vector<Value*> inputs;
     for (Value* v : m->inputs()) {
       auto it = mapped.find(v);
@@ -137,6 +165,11 @@ Node* outline(Graph& graph, const std::vector<Node*>& members) {
           externals.push_back(v);
         }
         it = mapped.emplace(v, inner).first;
+      } else if (!inside.count(m)) {
+        // A view op reads a member's value: the kernel would have to compute
+        // it at other indices. Merging refuses such groups (a path leaves
+        // the group and comes back).
+        KILN_ASSERT(!v->node() || !inside.count(v->node()), "a view op in a fusion body reads a computed value");
       }
       inputs.push_back(it->second);
     }
@@ -146,13 +179,13 @@ Node* outline(Graph& graph, const std::vector<Node*>& members) {
     for (int i = 0; i < m->numOutputs(); ++i) mapped[m->output(i)] = copy->output(i);
   }
   // Results: grouped values used outside the group or returned by the graph.
-  std::vector<Value*> results;
-  for (Node* m : members)
-    for (Value* out : m->outputs()) {
-      bool escapes = graph.isOutput(out);
-      for (const ir::Use& use : out->uses()) escapes = escapes || !inside.count(use.user);
-      if (escapes) results.push_back(out);
-    }
+  if (results.empty())
+    for (Node* m : members)
+      for (Value* out : m->outputs()) {
+        bool escapes = graph.isOutput(out);
+        for (const ir::Use& use : out->uses()) escapes = escapes || !inside.count(use.user);
+        if (escapes) results.push_back(out);
+      }
   std::vector<Value*> bodyResults;
   std::vector<ir::TensorType> types;
   for (Value* r : results) {
@@ -160,7 +193,7 @@ Node* outline(Graph& graph, const std::vector<Node*>& members) {
     types.push_back(r->type());
   }
   body->setOutputs(bodyResults);
-  Node* fusion = graph.appendRaw(ir::Op::fusion, externals, types);
+  Node* fusion = graph.appendRaw(ir::Op::fusion, externals, types, {}, before);
   fusion->setBody(std::move(body));
   for (size_t i = 0; i < results.size(); ++i) graph.replaceAllUsesWith(results[i], fusion->output(static_cast<int>(i)));
   for (auto it = members.rbegin(); it != members.rend(); ++it) {
@@ -175,14 +208,81 @@ Node* outline(Graph& graph, const std::vector<Node*>& members) {
   }
   return fusion;
 }
+
+bool isView(const Node* n) { return n && ir::isViewOp(n->op()); }
+
+/// The view ops from the root of v's chain (the first value not made by a
+/// view op) down to v, in order; empty when v is not made by a view op.
+std::vector<Node*> chainOf(Value* v) {
+  std::vector<Node*> chain;
+  for (; isView(v->node()); v = v->node()->input(0)) chain.push_back(v->node());
+  std::reverse(chain.begin(), chain.end());
+  return chain;
+}
+
+/// Whether a kernel can read the chain ending at `n` through strides from
+/// its root, which is contiguous (a graph input — kiln::compile binds
+/// contiguous arguments —, a fusion result or a constant).
+bool readsThrough(Node* n) {
+  const std::vector<Node*> chain = chainOf(n->output());
+  ir::Layout layout = ir::contiguousLayout(chain.front()->input(0)->type().shape);
+  for (const Node* m : chain) {
+    std::optional<ir::Layout> moved = ir::movedLayout(m->op(), m->attrs(), m->input(0)->type().shape, layout);
+    if (!moved) return false;
+    layout = std::move(*moved);
+  }
+  return true;
+}
+
+/// A copy kernel for view `v`: a fusion of its chain, before `before`,
+/// which takes over every use of `v`.
+Node* materialize(Graph& graph, Value* v, Node* before) { return outline(graph, {}, chainOf(v), {v}, before); }
+
+/// Cuts chains that strides cannot read: the view op above such a reshape
+/// is materialized, and the reshape reads the copy.
+void cutChains(Graph& graph, PassContext& context) {
+  for (Node* n : graph.nodes()) {
+    if (!isView(n) || readsThrough(n)) continue;
+    Node* above = n->input(0)->node();
+    KILN_ASSERT(isView(above), "{} of a contiguous value is not a view", ir::opName(n->op()));
+    materialize(graph, above->output(), n);
+    context.remark(fmt::format("copied {} before {}: the strides cannot be read as {}", describe(above), describe(n),
+                               ir::shapeStr(n->output()->type().shape)));
+    context.count("movement-copies");
+  }
+}
+
+/// The view ops feeding `members` (their chains), each once.
+std::vector<Node*> chainsInto(const std::vector<Node*>& members) {
+  std::vector<Node*> clones;
+  std::unordered_set<const Node*> seen;
+  for (const Node* m : members)
+    for (Value* v : m->inputs())
+      for (Node* c : chainOf(v))
+        if (seen.insert(c).second) clones.push_back(c);
+  return clones;
+}
+
+/// Removes view ops nobody reads any more, last first.
+void eraseDeadViews(Graph& graph) {
+  auto nodes = graph.nodes();
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it)
+    if (isView(*it) && !(*it)->output()->hasUses() && !graph.isOutput((*it)->output())) graph.erase(*it);
+}
 }  // namespace
 
 bool runFuseElementwise(Graph& graph, PassContext& context) {
+  bool movement = false;
+  for (Node* n : graph.nodes()) movement = movement || n->info().kind == ir::OpKind::movement;
+  if (movement) cutChains(graph, context);
   std::vector<Node*> candidates;
   for (Node* n : graph.nodes())
     if (isElementwise(n)) candidates.push_back(n);
-  if (candidates.empty()) return false;
+  if (candidates.empty() && !movement) return false;
   Grouping groups(graph.nodes(), isElementwise);
+  std::vector<Node*> cats;
+  for (Node* n : graph.nodes())
+    if (n->op() == ir::Op::cat) cats.push_back(n);
 
   for (Node* n : candidates) {
     for (Value* v : n->inputs()) {
@@ -229,10 +329,43 @@ bool runFuseElementwise(Graph& graph, PassContext& context) {
       continue;
     }
     int last = key.at(members.back());
-    Node* fusion = outline(graph, members);
-    key[fusion] = last;
+    const std::vector<Node*> clones = chainsInto(members);
+    if (!clones.empty()) {
+      context.remark(fmt::format("read {} view op(s) through in the fusion of {}", clones.size(),
+                                 describe(members.front())));
+      context.count("movement-read-through", static_cast<int64_t>(clones.size()));
+    }
     context.count("fusion-nodes");
     context.count("ops-fused", static_cast<int64_t>(members.size()));
+    Node* fusion = outline(graph, members, clones);
+    key[fusion] = last;
+  }
+  // A cat is a fusion of its own, with its inputs' chains read through.
+  for (Node* n : cats) {
+    const std::string what = describe(n);
+    Node* fusion = outline(graph, {n}, chainsInto({n}));
+    key[fusion] = key.at(n);
+    context.remark(fmt::format("{} copies each input into its slice", what));
+    context.count("fusion-nodes");
+  }
+  // What is left of the view ops: materialize those that are returned or
+  // read by something that does not read through them, last first, so that
+  // a chain is copied once from its root.
+  eraseDeadViews(graph);
+  for (;;) {
+    Node* last = nullptr;
+    for (Node* n : graph.nodes()) {
+      if (!isView(n)) continue;
+      bool needed = graph.isOutput(n->output());
+      for (const ir::Use& use : n->output()->uses()) needed = needed || !isView(use.user);
+      if (needed) last = n;
+    }
+    if (!last) break;
+    context.remark(fmt::format("copied {}: its result is needed in memory", describe(last)));
+    context.count("movement-copies");
+    Node* fusion = materialize(graph, last->output(), nullptr);
+    key[fusion] = key.at(last);
+    eraseDeadViews(graph);
   }
   for (Node* n : graph.nodes())
     if (n->op() == ir::Op::constant && !n->output()->hasUses() && !graph.isOutput(n->output())) graph.erase(n);

@@ -12,22 +12,33 @@ std::atomic<int64_t> gLaunches{0};
 
 int64_t kernelLaunchCount() { return gLaunches.load(std::memory_order_relaxed); }
 
-std::vector<std::shared_ptr<Buffer>> Executable::run(const std::vector<std::shared_ptr<Buffer>>& inputs) const {
+std::vector<std::shared_ptr<Buffer>> Executable::run(const std::vector<std::shared_ptr<Buffer>>& inputs,
+                                                     const std::vector<int64_t>& inputOffsets) const {
   KILN_ASSERT(inputs.size() == inputSlots.size(), "executable got {} inputs, expects {}", inputs.size(),
               inputSlots.size());
+  KILN_ASSERT(inputOffsets.empty() || inputOffsets.size() == inputs.size(), "executable got {} input offsets for {} inputs",
+              inputOffsets.size(), inputs.size());
   std::vector<std::shared_ptr<Buffer>> bound(slots.size());
+  std::vector<char*> base(slots.size(), nullptr);
   for (size_t i = 0; i < inputs.size(); ++i) {
     const SlotSpec& spec = slots[inputSlots[i]];
-    KILN_ASSERT(inputs[i] && inputs[i]->bytes() >= spec.bytes, "input {} is smaller than its slot", i);
+    const int64_t offset = inputOffsets.empty() ? 0 : inputOffsets[i];
+    KILN_ASSERT(inputs[i] && offset >= 0 && inputs[i]->bytes() >= spec.bytes + static_cast<size_t>(offset),
+                "input {} is smaller than its slot", i);
     bound[inputSlots[i]] = inputs[i];
+    base[inputSlots[i]] = static_cast<char*>(inputs[i]->data()) + offset;
   }
-  for (size_t s = 0; s < slots.size(); ++s)
-    if (!bound[s]) bound[s] = allocateBuffer(slots[s].device, slots[s].bytes);
+  for (size_t s = 0; s < slots.size(); ++s) {
+    if (bound[s]) continue;
+    bound[s] = allocateBuffer(slots[s].device, slots[s].bytes);
+    base[s] = static_cast<char*>(bound[s]->data());
+  }
 
   std::vector<void*> ptrs;
   for (const KernelStep& step : steps) {
     ptrs.clear();
-    for (int slot : step.slots) ptrs.push_back(bound[slot]->data());
+    for (size_t p = 0; p < step.slots.size(); ++p)
+      ptrs.push_back(base[step.slots[p]] + (step.offsets.empty() ? 0 : step.offsets[p]));
     const int64_t* args = step.args.data();
     void* const* bufs = ptrs.data();
     CpuKernelFn fn = step.fn;

@@ -172,14 +172,15 @@ bool parseArgs(int argc, char** argv, Options& o) {
 void emitKernels(const ir::Graph& g, const std::string& emit) {
   for (const ir::Node* n : g.nodes()) {
     if (n->op() != ir::Op::fusion) continue;
-    codegen::LoweredKernel lowered = codegen::lowerFusion(*n);
-    if (emit == "kernel")
-      std::cout << lowered.kernel.str();
-    else if (emit == "cuda")
-      std::cout << codegen::renderCudaC(lowered.kernel);
-    else
-      std::cout << codegen::renderLlvmIr(lowered.kernel, emit == "llvm-opt");
-    std::cout << "\n";
+    for (const codegen::LoweredKernel& lowered : codegen::lowerFusionKernels(*n)) {
+      if (emit == "kernel")
+        std::cout << lowered.kernel.str();
+      else if (emit == "cuda")
+        std::cout << codegen::renderCudaC(lowered.kernel);
+      else
+        std::cout << codegen::renderLlvmIr(lowered.kernel, emit == "llvm-opt");
+      std::cout << "\n";
+    }
   }
 }
 
