@@ -193,6 +193,18 @@ TEST(Views, ElementwiseOpsReadViewsInOneKernel) {
   EXPECT_EQ(sym.toVector(), (sq + sq.t().contiguous()).toVector());
 }
 
+TEST(Views, KernelsReadViewsOfEveryElementSize) {
+  // Offsets are in elements: each dtype's view must start at its own element.
+  Tensor i = fromVector(std::vector<int64_t>{0, 1, 2, 3, 4, 5}, {2, 3});
+  EXPECT_EQ((i.t().narrow(0, 1, 2) * 10).toVector<int64_t>(), (std::vector<int64_t>{10, 40, 20, 50}));
+  Tensor h = fromVector(std::vector<Half>{Half(0.5f), Half(1.5f), Half(2.5f), Half(3.5f)}, {2, 2});
+  EXPECT_EQ(h.select(1, 1).to(DType::f32).toVector(), (std::vector<float>{1.5f, 3.5f}));
+  Tensor b = fromVector(std::vector<bool>{true, false, true, true, false, false}, {3, 2});
+  Tensor w = where(b.t().slice(1, 1, 3), 1.0, 0.0);
+  EXPECT_EQ(w.toVector(), (std::vector<float>{1, 0, 1, 0}));
+  EXPECT_EQ((i.select(0, 1) > i.select(0, 0) + 2).toVector<bool>(), (std::vector<bool>{true, true, true}));
+}
+
 TEST(Views, TheEagerCacheKeysOnStridesNotOffsets) {
   Tensor a = randn({6, 6});
   Tensor r1 = relu(a);
