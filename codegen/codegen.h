@@ -10,4 +10,5 @@
 #include "codegen/kernel.h"
 #include "codegen/kernel_cache.h"
 #include "codegen/lowering.h"
+#include "codegen/lowering_reduction.h"
 #include "codegen/nvrtc_compiler.h"

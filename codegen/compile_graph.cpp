@@ -8,6 +8,7 @@
 
 #include "codegen/kernel_cache.h"
 #include "codegen/lowering.h"
+#include "codegen/lowering_reduction.h"
 #include "runtime/error.h"
 
 namespace kiln::codegen {
@@ -55,6 +56,12 @@ bool supports(const ir::Node& node, std::string* why) {
     case ir::Op::slice:
     case ir::Op::expand:
     case ir::Op::cat: return no("movement ops run inside fusion nodes (run fuse-elementwise first)");
+    case ir::Op::sum:
+    case ir::Op::mean:
+    case ir::Op::amax:
+    case ir::Op::amin:
+    case ir::Op::argmax:
+    case ir::Op::var: return true;  // a kernel of one reduction (codegen/lowering_reduction.cpp)
   }
   return no("unknown op");
 }
@@ -100,7 +107,7 @@ runtime::Executable compileGraph(const ir::Graph& graph, std::span<const ir::Str
     }
     std::vector<int> outSlots;
     for (const ir::Value* out : n->outputs()) outSlots.push_back(newSlot(out, out->type().numel()));
-    for (LoweredKernel& lowered : lowerFusionKernels(*n, inputs)) {
+    for (LoweredKernel& lowered : lowerKernels(*n, inputs)) {
       auto compiled = KernelCache::instance().cpu(lowered.kernel);
       runtime::KernelStep step;
       step.name = lowered.kernel.name;
@@ -114,7 +121,8 @@ runtime::Executable compileGraph(const ir::Graph& graph, std::span<const ir::Str
         offsets = offsets || b.offset != 0;
       }
       if (!offsets) step.offsets.clear();
-      step.grain = kGrain;
+      // A reduction kernel splits by whole output rows (lowering_reduction.h).
+      step.grain = lowered.kernel.isReduction() ? reductionGrain(lowered.kernel, lowered.launch) : kGrain;
       step.args = std::move(lowered.launch.args);
       step.numel = lowered.launch.numel;
       exe.steps.push_back(std::move(step));

@@ -1,11 +1,12 @@
 // From a fused graph to a runtime::Executable (DESIGN.md §2 steps 4-5).
 //
-// Every node of the graph must be a fusion node (or a constant read only by
-// them): compileGraph() lowers each to its Kernels (one; one per input for a
-// cat), gets them compiled through the kernel cache and lays out buffer
-// slots — the graph's inputs, then one slot per fusion result. A backend
-// that cannot run a node says so up front (supports()), before anything is
-// compiled.
+// Every node of the graph must be a fusion node or a reduction (or a
+// constant read only by fusion nodes): compileGraph() lowers each to its
+// Kernels (one; one per input for a cat; a reduction is a kernel of its
+// own, codegen/lowering_reduction.h), gets them compiled through the kernel
+// cache and lays out buffer slots — the graph's inputs, then one slot per
+// node result. A backend that cannot run a node says so up front
+// (supports()), before anything is compiled.
 #pragma once
 
 #include <span>

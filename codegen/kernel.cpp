@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <string_view>
@@ -38,10 +39,24 @@ std::string instrStr(const ScalarInstr& in, int index) {
       return s + fmt::format(" : {}", dtypeName(in.dtype));
     }
     case ScalarInstr::Kind::store: return fmt::format("store p{}, v{}", in.param, in.operands.at(0));
+    case ScalarInstr::Kind::reduce:
+      return fmt::format("v{} = reduce.{}(v{}) : {}", index, reduceOpName(in.reduceOp), in.operands.at(0),
+                         dtypeName(in.dtype));
+    case ScalarInstr::Kind::extent: return fmt::format("v{} = extent : {}", index, dtypeName(in.dtype));
   }
   return "?";
 }
 }  // namespace
+
+std::string_view reduceOpName(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::max: return "max";
+    case ReduceOp::min: return "min";
+    case ReduceOp::argmax: return "argmax";
+  }
+  return "?";
+}
 
 namespace instr {
 ScalarInstr load(int param, DType dtype) {
@@ -78,6 +93,22 @@ ScalarInstr store(int param, int value, DType dtype) {
   s.dtype = dtype;
   return s;
 }
+
+ScalarInstr reduce(ReduceOp op, int value, DType dtype) {
+  ScalarInstr s;
+  s.kind = ScalarInstr::Kind::reduce;
+  s.reduceOp = op;
+  s.operands = {value};
+  s.dtype = dtype;
+  return s;
+}
+
+ScalarInstr extent(DType dtype) {
+  ScalarInstr s;
+  s.kind = ScalarInstr::Kind::extent;
+  s.dtype = dtype;
+  return s;
+}
 }  // namespace instr
 
 namespace {
@@ -104,6 +135,11 @@ std::optional<DType> registryDType(ir::Op op, const std::vector<DType>& types, c
 void checkKernel(const Kernel& k) {
   KILN_ASSERT(isIdentifier(k.name), "kernel name '{}' is not a C identifier", k.name);
   KILN_ASSERT(k.rank >= 1, "kernel {}: rank {} < 1", k.name, k.rank);
+  KILN_ASSERT(k.reduceRank >= 0 && k.reduceRank < k.rank, "kernel {}: reduceRank {} outside [0, rank {})", k.name,
+              k.reduceRank, k.rank);
+  for (int p = 0; p < k.numParams(); ++p)
+    KILN_ASSERT(!k.params[p].outer || k.isReduction(), "kernel {}: param {} is outer in an elementwise kernel", k.name,
+                p);
   const int count = static_cast<int>(k.body.size());
   for (int i = 0; i < count; ++i) {
     const ScalarInstr& in = k.body[i];
@@ -147,14 +183,118 @@ void checkKernel(const Kernel& k) {
                     "kernel {}: instruction {} stores a {} value to param {} of {}", k.name, i,
                     dtypeName(k.body[in.operands[0]].dtype), in.param, dtypeName(k.params[in.param].dtype));
         break;
+      case ScalarInstr::Kind::reduce: {
+        KILN_ASSERT(k.isReduction(), "kernel {}: instruction {} is a reduce in an elementwise kernel", k.name, i);
+        KILN_ASSERT(in.operands.size() == 1, "kernel {}: reduce {} has {} operands, expected 1", k.name, i,
+                    in.operands.size());
+        checkOperand(in.operands[0]);
+        const DType from = k.body[in.operands[0]].dtype;
+        const bool sumType = from == DType::f32 || from == DType::f64 || from == DType::i32 || from == DType::i64;
+        const bool ok = in.reduceOp == ReduceOp::argmax ? in.dtype == DType::i64 && from != DType::boolean
+                        : in.reduceOp == ReduceOp::sum  ? in.dtype == from && sumType
+                                                        : in.dtype == from;
+        KILN_ASSERT(ok, "kernel {}: instruction {} is reduce.{} of a {} value to {}", k.name, i,
+                    reduceOpName(in.reduceOp), dtypeName(from), dtypeName(in.dtype));
+        break;
+      }
+      case ScalarInstr::Kind::extent:
+        KILN_ASSERT(k.isReduction(), "kernel {}: instruction {} is an extent in an elementwise kernel", k.name, i);
+        KILN_ASSERT(in.dtype != DType::boolean, "kernel {}: instruction {} is an extent of bool", k.name, i);
+        break;
     }
   }
+  if (!k.isReduction()) return;
+  // Where each value lives: the schedule asserts what it cannot place.
+  const KernelStages stages = kernelStages(k);
+  bool anyReduce = false;
+  for (int i = 0; i < count; ++i) {
+    const ScalarInstr& in = k.body[i];
+    if (in.kind == ScalarInstr::Kind::reduce) {
+      anyReduce = true;
+      KILN_ASSERT(stages.row[in.operands[0]], "kernel {}: instruction {} reduces v{}, which is not a row value", k.name,
+                  i, in.operands[0]);
+    }
+    if (in.kind == ScalarInstr::Kind::store && k.params[in.param].outer)
+      KILN_ASSERT(!stages.row[in.operands[0]], "kernel {}: instruction {} stores row value v{} to outer param {}",
+                  k.name, i, in.operands[0], in.param);
+  }
+  KILN_ASSERT(anyReduce, "kernel {}: a reduction kernel without a reduce", k.name);
+}
+
+KernelStages kernelStages(const Kernel& k) {
+  KILN_ASSERT(k.isReduction(), "kernelStages of elementwise kernel {}", k.name);
+  const int count = static_cast<int>(k.body.size());
+  KernelStages st;
+  st.row.assign(static_cast<size_t>(count), false);
+  st.stage.assign(static_cast<size_t>(count), 0);
+  int passes = 0;
+  for (int i = 0; i < count; ++i) {
+    const ScalarInstr& in = k.body[i];
+    switch (in.kind) {
+      case ScalarInstr::Kind::load: st.row[i] = !k.params[in.param].outer; break;
+      case ScalarInstr::Kind::constant:
+      case ScalarInstr::Kind::extent: break;
+      case ScalarInstr::Kind::op:
+        for (int o : in.operands) {
+          st.row[i] = st.row[i] || st.row[o];
+          st.stage[i] = std::max(st.stage[i], st.stage[o]);
+        }
+        break;
+      case ScalarInstr::Kind::reduce:
+        st.stage[i] = st.stage[in.operands[0]] + 1;
+        passes = std::max(passes, st.stage[i]);
+        break;
+      case ScalarInstr::Kind::store:
+        st.stage[i] = st.stage[in.operands[0]];
+        // A store into a row param writes the whole row, in a pass.
+        st.row[i] = !k.params[in.param].outer;
+        if (st.row[i]) passes = std::max(passes, st.stage[i] + 1);
+        break;
+    }
+  }
+  st.numPasses = passes;
+  st.pass.resize(static_cast<size_t>(passes));
+  st.before.resize(static_cast<size_t>(passes) + 1);
+  // A pass evaluates its reduces and row stores and the row values they
+  // need, found by walking operands backwards.
+  for (int l = 0; l < passes; ++l) {
+    std::vector<bool> need(static_cast<size_t>(count), false);
+    for (int i = count - 1; i >= 0; --i) {
+      const ScalarInstr& in = k.body[i];
+      const bool root = (in.kind == ScalarInstr::Kind::reduce && st.stage[in.operands[0]] == l) ||
+                        (in.kind == ScalarInstr::Kind::store && st.row[i] && st.stage[i] == l);
+      if (!root && !need[i]) continue;
+      need[i] = true;
+      if (in.kind == ScalarInstr::Kind::reduce) {
+        need[in.operands[0]] = true;
+        continue;
+      }
+      for (int o : in.operands)
+        if (st.row[o]) need[o] = true;
+    }
+    for (int i = 0; i < count; ++i)
+      if (need[i]) st.pass[l].push_back(i);
+  }
+  for (int i = 0; i < count; ++i) {
+    const ScalarInstr& in = k.body[i];
+    if (st.row[i]) continue;
+    if (in.kind == ScalarInstr::Kind::store) {
+      st.before[passes].push_back(i);
+    } else {
+      KILN_ASSERT(st.stage[i] <= passes, "kernel {}: instruction {} is of stage {} after {} passes", k.name, i,
+                  st.stage[i], passes);
+      st.before[st.stage[i]].push_back(i);
+    }
+  }
+  return st;
 }
 
 std::string Kernel::signature() const {
   std::string s = fmt::format("rank {}\n", rank);
+  if (reduceRank > 0) s += fmt::format("reduce {}\n", reduceRank);
   for (const KernelParam& p : params)
-    s += fmt::format("param {} {} inner {}\n", p.output ? "out" : "in", dtypeName(p.dtype), innerName(p.inner));
+    s += fmt::format("param {} {} inner {}{}\n", p.output ? "out" : "in", dtypeName(p.dtype), innerName(p.inner),
+                     p.outer ? " outer" : "");
   for (size_t i = 0; i < body.size(); ++i) s += instrStr(body[i], static_cast<int>(i)) + "\n";
   return s;
 }

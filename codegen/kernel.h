@@ -27,10 +27,40 @@
 // CUDA ABI: `extern "C" __global__ void name(T0* p0, ..., Tk* pk, KilnArgs a)`
 // with `struct KilnArgs { long long sizes[rank]; long long strides[P][rank];
 // long long numel; }` passed by value: a grid-stride loop over [0, numel).
+//
+// Reductions. A kernel with reduceRank > 0 splits its domain into outer
+// dims (the first rank - reduceRank, at least one) and reduced dims (the
+// last reduceRank, at least one): it computes one output row per element of
+// the outer domain, reducing over the reduced domain (the "row"). Lowering
+// (codegen/lowering_reduction.cpp) moves the reduced dims innermost and
+// coalesces the two groups separately. Each value of the body is either
+// outer (the same for the whole row: constants, `extent`, loads of `outer`
+// params, results of `reduce`, and ops on those) or a row value (varies
+// along the row: loads of the other params and ops on them). A `reduce`
+// instruction folds a row value over the row into an outer one: sum, max,
+// min (IEEE maximum/minimum: NaN propagates) or argmax (the row index, i64,
+// of the first maximum or first NaN). The body reads as
+//
+//   prologue (row values) -> reduce -> epilogue (outer values) -> stores
+//
+// and may chain: a row value that uses a reduction's result (x - max(x))
+// is computed by a further pass over the row (stages, see KernelStages
+// below). So the form holds softmax, log-softmax and layer norm as one
+// kernel each; var is one today, the others become one when issue 5's
+// fuse-reductions builds such fusions.
+// Stores of outer values write the output row's element; stores of row
+// values write along the row. For a reduction kernel numel is the number
+// of output rows, and the CPU ABI's [begin, end) is a range of output
+// rows: a thread computes whole rows. On CUDA one block computes a row
+// (blocks stride over rows): its threads stride the row, partial results
+// meet through warp shuffles, then shared memory across warps; the block
+// size must be a multiple of 32, at most 1024 (kCudaReductionBlock).
+// docs/ops.md, "Reductions", states the accumulation order and the bounds.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ir/attributes.h"
@@ -45,18 +75,31 @@ struct KernelParam {
   DType dtype = DType::f32;
   bool output = false;
   InnerStride inner = InnerStride::one;
+  /// Reduction kernels: indexed by the outer dims only (stride 0 along the
+  /// row), read or written once per output row.
+  bool outer = false;
 };
+
+/// How a `reduce` instruction folds a row: IEEE add (floats) or wrapping
+/// add (integers); IEEE 754-2019 maximum/minimum (NaN propagates, -0 < +0;
+/// or/and on bool); argmax (the index of the first maximum or first NaN).
+enum class ReduceOp : uint8_t { sum, max, min, argmax };
+std::string_view reduceOpName(ReduceOp op);
 
 /// One scalar instruction; operands name earlier instructions by index.
 struct ScalarInstr {
-  enum class Kind : uint8_t { load, constant, op, store };
+  /// extent: the number of elements of a row (reduction kernels), as dtype.
+  enum class Kind : uint8_t { load, constant, op, store, reduce, extent };
   Kind kind = Kind::op;
-  ir::Op op = ir::Op::add;    ///< for Kind::op
-  std::vector<int> operands;  ///< for Kind::op: inputs; Kind::store: {value}
-  int param = -1;             ///< for load and store
-  double value = 0.0;         ///< for Kind::constant
-  ir::Attributes attrs;       ///< for Kind::op: the node's attributes
-  DType dtype = DType::f32;   ///< result dtype (load: the param's; constant, op; store: the param's)
+  ir::Op op = ir::Op::add;            ///< for Kind::op
+  ReduceOp reduceOp = ReduceOp::sum;  ///< for Kind::reduce
+  std::vector<int> operands;          ///< for Kind::op: inputs; Kind::store, Kind::reduce: {value}
+  int param = -1;                     ///< for load and store
+  double value = 0.0;                 ///< for Kind::constant
+  ir::Attributes attrs;               ///< for Kind::op: the node's attributes
+  /// Result dtype (load: the param's; constant, op; store: the param's;
+  /// reduce: the accumulator's, its operand's except argmax's i64).
+  DType dtype = DType::f32;
 };
 
 /// Builders for kernel bodies: `using namespace kiln::codegen::instr;`, then
@@ -66,15 +109,21 @@ ScalarInstr load(int param, DType dtype = DType::f32);
 ScalarInstr constant(double value, DType dtype = DType::f32);
 ScalarInstr op(ir::Op op, std::vector<int> operands, ir::Attributes attrs = {}, DType dtype = DType::f32);
 ScalarInstr store(int param, int value, DType dtype = DType::f32);
+ScalarInstr reduce(ReduceOp op, int value, DType dtype = DType::f32);
+ScalarInstr extent(DType dtype = DType::f32);
 }  // namespace instr
 
 struct Kernel {
-  std::string name;                 ///< a C identifier, unique per signature
-  int rank = 1;                     ///< >= 1
+  std::string name;  ///< a C identifier, unique per signature
+  int rank = 1;      ///< >= 1
+  /// The innermost dims reduced (0: an elementwise kernel); < rank.
+  int reduceRank = 0;
   std::vector<KernelParam> params;  ///< inputs first, then outputs
   std::vector<ScalarInstr> body;
 
   int numParams() const { return static_cast<int>(params.size()); }
+  bool isReduction() const { return reduceRank > 0; }
+  int outerRank() const { return rank - reduceRank; }
   /// A text form of everything the generated code depends on; equal
   /// signatures give identical code. The kernel cache keys on its hash.
   std::string signature() const;
@@ -87,9 +136,38 @@ struct Kernel {
 /// Checks what every renderer relies on: a C identifier for a name, rank
 /// >= 1, operands that are earlier values, loads from inputs and stores to
 /// outputs of their dtypes, arities, and op dtypes that are the registry's
-/// (ir::inferType) for the operands'. Throws kiln::InternalError naming the
+/// (ir::inferType) for the operands'; for reductions, at least one reduce,
+/// of a row value, of a dtype it takes, and outer params only where a row
+/// value is not needed (no row value stored into an outer param). Throws kiln::InternalError naming the
 /// kernel otherwise: a malformed kernel is a kiln bug.
 void checkKernel(const Kernel& kernel);
+
+/// The schedule of a reduction kernel's body, which both renderers follow.
+/// A value's stage is the number of passes over the row that must finish
+/// before it exists: loads, constants and `extent` are stage 0, an op takes
+/// its operands' largest stage, a `reduce` is its operand's stage + 1. Pass
+/// l computes the reductions of stage-l row values and stores the stage-l
+/// row values; outer values of stage l are computed before pass l (after
+/// the last pass when l == numPasses), and stores of outer values after
+/// the last pass. Every pass reloads and recomputes the row values it needs.
+struct KernelStages {
+  std::vector<bool> row;   ///< per instruction: a row value (or a store of one into a row param)
+  std::vector<int> stage;  ///< per instruction
+  int numPasses = 0;
+  /// Per pass: the row instructions it evaluates (loads, ops, its reduces
+  /// and row stores), in body order.
+  std::vector<std::vector<int>> pass;
+  /// Per pass, and one more for after the last: the outer instructions
+  /// computed before it (constants, extents, outer loads, ops on outer
+  /// values; after the last pass also the outer stores), in body order.
+  std::vector<std::vector<int>> before;
+};
+/// The stages of reduction kernel `kernel` (which checkKernel accepted).
+KernelStages kernelStages(const Kernel& kernel);
+
+/// Threads per block of a CUDA reduction kernel: what the launcher uses and
+/// what the kernels' __launch_bounds__ say.
+constexpr int kCudaReductionBlock = 256;
 
 /// Launch arguments for a kernel over concrete shapes (see the layout above).
 struct LaunchArgs {

@@ -1,8 +1,10 @@
-// Internal to the CPU backend: what codegen/llvm_renderer.cpp (Kernel to
-// llvm::Module) and codegen/llvm_jit.cpp (host target, O3 pipeline, LLJIT)
-// share. Only codegen/llvm_*.cpp may include it, since it names LLVM types.
+// Internal to the CPU backend: what codegen/llvm_renderer.cpp and
+// codegen/llvm_reduction.cpp (Kernel to llvm::Module) and
+// codegen/llvm_jit.cpp (host target, O3 pipeline, LLJIT) share. Only
+// codegen/llvm_*.cpp may include it, since it names LLVM types.
 #pragma once
 
+#include <llvm/IR/Function.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 
@@ -20,6 +22,16 @@ void validateKernel(const Kernel& kernel);
 /// The kernel as an unoptimized module in `context`, for the host target.
 /// The kernel must be valid (validateKernel).
 std::unique_ptr<llvm::Module> renderModule(const Kernel& kernel, llvm::LLVMContext& context);
+
+/// Adds the exported function of the CPU kernel ABI, `void name(ptr
+/// buffers, ptr args, i64 begin, i64 end)`, which loads the buffer pointers
+/// and calls `body` (always inlined), whose pointer parameters are
+/// `noalias` (llvm_renderer.cpp).
+void renderEntry(const Kernel& kernel, llvm::Module& module, llvm::Function* body);
+
+/// Renders reduction kernel `kernel` (reduceRank > 0) into `module`: its
+/// body function and the entry (llvm_reduction.cpp).
+void renderReduction(const Kernel& kernel, llvm::Module& module);
 
 /// Sets the host triple and data layout (llvm_jit.cpp).
 void setHostTarget(llvm::Module& module);

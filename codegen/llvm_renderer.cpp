@@ -36,151 +36,15 @@
 #include <vector>
 
 #include "codegen/cpu_compiler.h"
+#include "codegen/llvm_builder.h"
 #include "codegen/llvm_module.h"
-#include "ir/scalar_formulas.h"
 #include "runtime/error.h"
-#include "runtime/numeric.h"
 
 namespace kiln::codegen {
 
 namespace llvmcg {
 
 namespace {
-
-/// The builder B of ir/scalar_formulas.h over LLVM values: f32 is float, f64
-/// double, i32 and i64 themselves, bool i1; the value's LLVM type says which.
-/// No fast-math flags anywhere: `contract` or `reassoc` would let LLVM fuse
-/// or reorder and break bit-equality with the C++ evaluator. Integer
-/// arithmetic has no nsw/nuw flags: it wraps, as the formulas say.
-struct LlvmScalarBuilder {
-  using V = llvm::Value*;
-  using M = llvm::Value*;
-
-  llvm::IRBuilder<>& ir;
-  DType dtype = DType::f32;
-
-  llvm::Type* type(DType t) {
-    switch (t) {
-      case DType::f32: return ir.getFloatTy();
-      case DType::f64: return ir.getDoubleTy();
-      case DType::i32: return ir.getInt32Ty();
-      case DType::i64: return ir.getInt64Ty();
-      case DType::boolean: return ir.getInt1Ty();
-      case DType::f16:
-      case DType::bf16: break;
-    }
-    KILN_ASSERT(false, "{} is not a compute dtype", dtypeName(t));
-    return nullptr;
-  }
-  static bool isFloat(V a) { return a->getType()->isFloatingPointTy(); }
-  static bool isBool(V a) { return a->getType()->isIntegerTy(1); }
-  static bool isF64(V a) { return a->getType()->isDoubleTy(); }
-
-  V c(double v) { return constant(v, dtype); }
-  // f32 constants through float, as the C++ evaluator's are: one rounding, same bits.
-  V constant(double v, DType t) {
-    switch (t) {
-      case DType::f32: return llvm::ConstantFP::get(ir.getContext(), llvm::APFloat(static_cast<float>(v)));
-      case DType::f64: return llvm::ConstantFP::get(ir.getContext(), llvm::APFloat(v));
-      case DType::i32:
-      case DType::i64: return llvm::ConstantInt::getSigned(type(t), floatToIntSaturating(v, t));
-      case DType::boolean: return ir.getInt1(v != 0);
-      case DType::f16:
-      case DType::bf16: break;
-    }
-    KILN_ASSERT(false, "constant of {}, which is not a compute dtype", dtypeName(t));
-    return nullptr;
-  }
-  V add(V a, V b) { return isFloat(a) ? ir.CreateFAdd(a, b) : ir.CreateAdd(a, b); }
-  V sub(V a, V b) { return isFloat(a) ? ir.CreateFSub(a, b) : ir.CreateSub(a, b); }
-  V mul(V a, V b) { return isFloat(a) ? ir.CreateFMul(a, b) : ir.CreateMul(a, b); }
-  V div(V a, V b) { return ir.CreateFDiv(a, b); }
-  V neg(V a) { return isFloat(a) ? ir.CreateFNeg(a) : ir.CreateSub(llvm::ConstantInt::get(a->getType(), 0), a); }
-  V sqrt(V a) { return ir.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, a); }
-  // llvm.rint rounds in the default mode (half to even), like std::nearbyint.
-  V rint(V a) { return ir.CreateUnaryIntrinsic(llvm::Intrinsic::rint, a); }
-  // Ordered float compares (une for ne); signed integers; bool unsigned (false < true).
-  M lt(V a, V b) {
-    return isFloat(a) ? ir.CreateFCmpOLT(a, b) : isBool(a) ? ir.CreateICmpULT(a, b) : ir.CreateICmpSLT(a, b);
-  }
-  M gt(V a, V b) {
-    return isFloat(a) ? ir.CreateFCmpOGT(a, b) : isBool(a) ? ir.CreateICmpUGT(a, b) : ir.CreateICmpSGT(a, b);
-  }
-  M le(V a, V b) {
-    return isFloat(a) ? ir.CreateFCmpOLE(a, b) : isBool(a) ? ir.CreateICmpULE(a, b) : ir.CreateICmpSLE(a, b);
-  }
-  M ge(V a, V b) {
-    return isFloat(a) ? ir.CreateFCmpOGE(a, b) : isBool(a) ? ir.CreateICmpUGE(a, b) : ir.CreateICmpSGE(a, b);
-  }
-  M eq(V a, V b) { return isFloat(a) ? ir.CreateFCmpOEQ(a, b) : ir.CreateICmpEQ(a, b); }
-  M ne(V a, V b) { return isFloat(a) ? ir.CreateFCmpUNE(a, b) : ir.CreateICmpNE(a, b); }
-  M isNan(V a) { return isFloat(a) ? ir.CreateFCmpUNO(a, a) : ir.getFalse(); }
-  M orM(M a, M b) { return ir.CreateOr(a, b); }
-  V select(M m, V a, V b) { return ir.CreateSelect(m, a, b); }
-  // The bit patterns of ir/scalar_eval.cpp. fptosi of NaN is poison here (UB
-  // in C++); every formula selects such lanes away before they reach a result.
-  V pow2(V n) {
-    if (isF64(n)) {
-      V e = ir.CreateAdd(ir.CreateFPToSI(n, ir.getInt64Ty()), ir.getInt64(1023));
-      return ir.CreateBitCast(ir.CreateShl(e, ir.getInt64(52)), ir.getDoubleTy());
-    }
-    V e = ir.CreateAdd(ir.CreateFPToSI(n, ir.getInt32Ty()), ir.getInt32(127));
-    return ir.CreateBitCast(ir.CreateShl(e, ir.getInt32(23)), ir.getFloatTy());
-  }
-  V mantissa(V x) {
-    if (isF64(x)) {
-      V bits = ir.CreateAnd(ir.CreateBitCast(x, ir.getInt64Ty()), ir.getInt64(0x800fffffffffffffull));
-      return ir.CreateBitCast(ir.CreateOr(bits, ir.getInt64(0x3fe0000000000000ull)), ir.getDoubleTy());
-    }
-    V bits = ir.CreateAnd(ir.CreateBitCast(x, ir.getInt32Ty()), ir.getInt32(0x807fffffu));
-    return ir.CreateBitCast(ir.CreateOr(bits, ir.getInt32(0x3f000000u)), ir.getFloatTy());
-  }
-  V exponent(V x) {
-    if (isF64(x)) {
-      V e = ir.CreateAnd(ir.CreateLShr(ir.CreateBitCast(x, ir.getInt64Ty()), ir.getInt64(52)), ir.getInt64(0x7ff));
-      return ir.CreateSIToFP(ir.CreateSub(e, ir.getInt64(1022)), ir.getDoubleTy());
-    }
-    V e = ir.CreateAnd(ir.CreateLShr(ir.CreateBitCast(x, ir.getInt32Ty()), ir.getInt32(23)), ir.getInt32(0xff));
-    return ir.CreateSIToFP(ir.CreateSub(e, ir.getInt32(126)), ir.getFloatTy());
-  }
-  V bitcast(V x, DType t) { return ir.CreateBitCast(x, type(t)); }
-  V band(V a, V b) { return ir.CreateAnd(a, b); }
-  V bor(V a, V b) { return ir.CreateOr(a, b); }
-  V shl(V a, int n) { return ir.CreateShl(a, llvm::ConstantInt::get(a->getType(), n)); }
-  V lshr(V a, int n) { return ir.CreateLShr(a, llvm::ConstantInt::get(a->getType(), n)); }
-  V convert(V x, DType t) {
-    llvm::Type* to = type(t);
-    llvm::Type* from = x->getType();
-    if (from == to) return x;
-    if (t == DType::boolean)
-      return isFloat(x) ? ir.CreateFCmpUNE(x, llvm::ConstantFP::get(from, 0.0))
-                        : ir.CreateICmpNE(x, llvm::ConstantInt::get(from, 0));
-    if (isFloat(x)) {
-      if (to->isFloatingPointTy()) return ir.CreateFPCast(x, to);  // fpext or fptrunc (to nearest even)
-      // Truncates toward zero, saturates, NaN -> 0: the semantics of `cast`.
-      return ir.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {to, from}, {x});
-    }
-    if (to->isFloatingPointTy()) return isBool(x) ? ir.CreateUIToFP(x, to) : ir.CreateSIToFP(x, to);
-    return isBool(x) ? ir.CreateZExt(x, to) : ir.CreateSExtOrTrunc(x, to);
-  }
-  V fromM(M m) { return m; }
-  M toM(V v) { return v; }
-};
-
-/// How an element of `dtype` sits in memory: f16 and bf16 as i16 bits, bool
-/// as an i8 holding 0 or 1, the others as their compute type.
-llvm::Type* storageType(llvm::IRBuilder<>& ir, DType dtype) {
-  switch (dtype) {
-    case DType::f16:
-    case DType::bf16: return ir.getInt16Ty();
-    case DType::boolean: return ir.getInt8Ty();
-    case DType::f32: return ir.getFloatTy();
-    case DType::f64: return ir.getDoubleTy();
-    case DType::i32: return ir.getInt32Ty();
-    case DType::i64: return ir.getInt64Ty();
-  }
-  return nullptr;
-}
 
 /// Builds the two functions of one kernel in one module.
 class KernelRenderer {
@@ -195,36 +59,10 @@ class KernelRenderer {
 
   void render() {
     llvm::Function* body = renderBody();
-    renderEntry(body);
+    renderEntry(k_, m_, body);
   }
 
  private:
-  /// `void name(ptr buffers, ptr args, i64 begin, i64 end)`: loads the buffer
-  /// pointers and calls the body, which sees them as `noalias` parameters.
-  void renderEntry(llvm::Function* body) {
-    auto* type = llvm::FunctionType::get(ir_.getVoidTy(), {ptr_, ptr_, i64_, i64_}, false);
-    auto* fn = llvm::Function::Create(type, llvm::Function::ExternalLinkage, k_.name, m_);
-    fn->addFnAttr(llvm::Attribute::NoUnwind);
-    llvm::Argument* buffers = fn->getArg(0);
-    buffers->setName("buffers");
-    fn->getArg(1)->setName("args");
-    fn->getArg(2)->setName("begin");
-    fn->getArg(3)->setName("end");
-    buffers->addAttr(llvm::Attribute::ReadOnly);
-    fn->getArg(1)->addAttr(llvm::Attribute::ReadOnly);
-    ir_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn));
-    std::vector<llvm::Value*> callArgs;
-    for (int p = 0; p < k_.numParams(); ++p) {
-      llvm::Value* slot = ir_.CreateConstInBoundsGEP1_64(ptr_, buffers, static_cast<uint64_t>(p));
-      callArgs.push_back(ir_.CreateLoad(ptr_, slot, "p" + std::to_string(p)));
-    }
-    callArgs.push_back(fn->getArg(1));
-    callArgs.push_back(fn->getArg(2));
-    callArgs.push_back(fn->getArg(3));
-    ir_.CreateCall(body, callArgs);
-    ir_.CreateRetVoid();
-  }
-
   llvm::Function* renderBody() {
     const int rank = k_.rank, numParams = k_.numParams();
     std::vector<llvm::Type*> argTypes(static_cast<size_t>(numParams), ptr_);
@@ -346,46 +184,25 @@ class KernelRenderer {
   /// between memory and compute form (ir::formulas::loadValue/storeValue);
   /// f16 and bf16 results are rounded inside emitScalar.
   void renderInstrs(llvm::Function* fn, const std::vector<llvm::Value*>& offsets) {
-    namespace f = ir::formulas;
-    LlvmScalarBuilder b{ir_};
     std::vector<llvm::Value*> values(k_.body.size(), nullptr);
-    auto address = [&](int param) {
-      llvm::Type* t = storageType(ir_, k_.params[param].dtype);
-      return ir_.CreateInBoundsGEP(t, fn->getArg(static_cast<unsigned>(param)), offsets[param]);
-    };
-    auto align = [](DType d) { return llvm::Align(static_cast<uint64_t>(itemSize(d))); };
+    auto param = [&](int p) { return fn->getArg(static_cast<unsigned>(p)); };
     for (size_t i = 0; i < k_.body.size(); ++i) {
       const ScalarInstr& in = k_.body[i];
       switch (in.kind) {
-        case ScalarInstr::Kind::load: {
-          const DType d = in.dtype;
-          llvm::Value* raw =
-              ir_.CreateAlignedLoad(storageType(ir_, d), address(in.param), align(d), "v" + std::to_string(i));
-          if (d == DType::f16 || d == DType::bf16) raw = ir_.CreateZExt(raw, ir_.getInt32Ty());
-          if (d == DType::boolean) raw = ir_.CreateICmpNE(raw, ir_.getInt8(0));
-          values[i] = f::loadValue(b, raw, d);
+        case ScalarInstr::Kind::load:
+          values[i] = loadElement(ir_, in.dtype, param(in.param), offsets[in.param], "v" + std::to_string(i));
+          break;
+        case ScalarInstr::Kind::constant: {
+          LlvmScalarBuilder b{ir_};
+          values[i] = ir::formulas::emitConstant(b, in.value, in.dtype);
           break;
         }
-        case ScalarInstr::Kind::constant: values[i] = f::emitConstant(b, in.value, in.dtype); break;
-        case ScalarInstr::Kind::op: {
-          std::vector<llvm::Value*> operands;
-          std::vector<DType> types;
-          for (int o : in.operands) {
-            operands.push_back(values[o]);
-            types.push_back(k_.body[o].dtype);
-          }
-          values[i] = f::emitScalar(b, in.op, std::span<const DType>(types), in.dtype,
-                                    std::span<llvm::Value* const>(operands), in.attrs);
+        case ScalarInstr::Kind::op: values[i] = emitOpInstr(ir_, k_, in, values); break;
+        case ScalarInstr::Kind::store:
+          storeElement(ir_, k_.params[in.param].dtype, param(in.param), offsets[in.param], values[in.operands[0]]);
           break;
-        }
-        case ScalarInstr::Kind::store: {
-          const DType d = k_.params[in.param].dtype;
-          llvm::Value* v = f::storeValue(b, values[in.operands[0]], d);
-          if (d == DType::f16 || d == DType::bf16) v = ir_.CreateTrunc(v, ir_.getInt16Ty());
-          if (d == DType::boolean) v = ir_.CreateZExt(v, ir_.getInt8Ty());
-          ir_.CreateAlignedStore(v, address(in.param), align(d));
-          break;
-        }
+        case ScalarInstr::Kind::reduce:
+        case ScalarInstr::Kind::extent: KILN_ASSERT(false, "kernel {}: a reduction in an elementwise kernel", k_.name);
       }
     }
   }
@@ -402,10 +219,41 @@ class KernelRenderer {
 
 void validateKernel(const Kernel& k) { checkKernel(k); }
 
+void renderEntry(const Kernel& k, llvm::Module& m, llvm::Function* body) {
+  llvm::LLVMContext& ctx = m.getContext();
+  llvm::IRBuilder<> ir(ctx);
+  llvm::Type* i64 = ir.getInt64Ty();
+  llvm::PointerType* ptr = llvm::PointerType::getUnqual(ctx);
+  auto* type = llvm::FunctionType::get(ir.getVoidTy(), {ptr, ptr, i64, i64}, false);
+  auto* fn = llvm::Function::Create(type, llvm::Function::ExternalLinkage, k.name, m);
+  fn->addFnAttr(llvm::Attribute::NoUnwind);
+  llvm::Argument* buffers = fn->getArg(0);
+  buffers->setName("buffers");
+  fn->getArg(1)->setName("args");
+  fn->getArg(2)->setName("begin");
+  fn->getArg(3)->setName("end");
+  buffers->addAttr(llvm::Attribute::ReadOnly);
+  fn->getArg(1)->addAttr(llvm::Attribute::ReadOnly);
+  ir.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", fn));
+  std::vector<llvm::Value*> callArgs;
+  for (int p = 0; p < k.numParams(); ++p) {
+    llvm::Value* slot = ir.CreateConstInBoundsGEP1_64(ptr, buffers, static_cast<uint64_t>(p));
+    callArgs.push_back(ir.CreateLoad(ptr, slot, "p" + std::to_string(p)));
+  }
+  callArgs.push_back(fn->getArg(1));
+  callArgs.push_back(fn->getArg(2));
+  callArgs.push_back(fn->getArg(3));
+  ir.CreateCall(body, callArgs);
+  ir.CreateRetVoid();
+}
+
 std::unique_ptr<llvm::Module> renderModule(const Kernel& kernel, llvm::LLVMContext& context) {
   auto module = std::make_unique<llvm::Module>(kernel.name, context);
   setHostTarget(*module);
-  KernelRenderer(kernel, *module).render();
+  if (kernel.isReduction())
+    renderReduction(kernel, *module);
+  else
+    KernelRenderer(kernel, *module).render();
   std::string problems;
   llvm::raw_string_ostream os(problems);
   const bool broken = llvm::verifyModule(*module, &os);

@@ -9,6 +9,7 @@
 
 #include "frontend/compile.h"
 #include "frontend/ops.h"
+#include "frontend/reductions.h"
 #include "frontend/tensor.h"
 #include "runtime/allocator.h"
 #include "runtime/device.h"

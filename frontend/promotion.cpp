@@ -89,6 +89,12 @@ bool isFloatOnly(ir::Op op) {
     case ir::Op::slice:
     case ir::Op::expand:
     case ir::Op::cat:
+    case ir::Op::sum:
+    case ir::Op::mean:
+    case ir::Op::amax:
+    case ir::Op::amin:
+    case ir::Op::argmax:
+    case ir::Op::var:
     case ir::Op::fusion: return false;
   }
   return false;

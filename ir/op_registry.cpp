@@ -2,11 +2,12 @@
 // op: elementwise ops take operands of one dtype (the frontend casts them
 // there), some only numbers (not bool) or only floating-point dtypes, and
 // their results have that dtype, except cast (attribute `dtype`) and the
-// comparisons (bool).
+// comparisons (bool). The reductions' rules are in ir/reduction_rules.cpp.
 #include "ir/op_registry.h"
 
 #include <array>
 
+#include "ir/reduction_rules.h"
 #include "runtime/error.h"
 
 namespace kiln::ir {
@@ -68,6 +69,12 @@ Takes takes(Op op) {
     case Op::slice:
     case Op::expand:
     case Op::cat:
+    case Op::sum:
+    case Op::mean:
+    case Op::amax:
+    case Op::amin:
+    case Op::argmax:
+    case Op::var:
     case Op::fusion: return Takes::any;
   }
   return Takes::any;
@@ -230,6 +237,12 @@ TensorType inferType(Op op, std::span<const TensorType> inputs, const Attributes
     case Op::slice: return inferSlice(inputs, attrs);
     case Op::expand: return inferExpand(inputs, attrs);
     case Op::cat: return inferCat(inputs, attrs);
+    case Op::sum:
+    case Op::mean:
+    case Op::amax:
+    case Op::amin:
+    case Op::argmax:
+    case Op::var: return detail::inferReduction(op, inputs, attrs);
     case Op::constant:
     case Op::fusion: break;
   }

@@ -6,6 +6,7 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "ir/attributes.h"
 #include "ir/types.h"
@@ -50,8 +51,37 @@ std::span<const OpInfo> allOps();
 /// two values of one dtype; `cast` takes any); add, sub, mul, neg and relu
 /// reject bool, and div, exp, log, sqrt, tanh and sigmoid take floating-point
 /// dtypes only. Comparisons give bool, cast its attribute `dtype`.
+/// Reductions (ir/reduction_rules.cpp): see Ops.def and docs/ops.md.
 /// Throws kiln::Error naming the op and the input types. Not for fusion
 /// (its types are its body's) nor constant (its type is its creator's).
 TensorType inferType(Op op, std::span<const TensorType> inputs, const Attributes& attrs);
+
+/// Whether `op` is a reduction (OpKind::reduction).
+inline bool isReduction(Op op) { return opInfo(op).kind == OpKind::reduction; }
+
+/// `dims` of a tensor of `type`, each in [-rank, rank) (a 0-d tensor takes
+/// -1 and 0, which reduce nothing), as sorted indices in [0, rank); an empty
+/// list is every dim. Throws kiln::Error naming `what`, the dims and the type
+/// when one is out of range or repeated: `sum: dim 2 of dims [0, 2] is out of
+/// range for f32[2,3]@cpu (expected dims in [-2, 1])`.
+std::vector<int> normalizeDims(std::string_view what, std::span<const int64_t> dims, const TensorType& type);
+
+/// One `dim` of a tensor of `type`, in [-rank, rank) (a 0-d tensor takes -1
+/// and 0), as an index in [0, max(rank, 1)). Throws kiln::Error naming
+/// `what`: `softmax: dim 2 is out of range for f32[2,3]@cpu (expected a dim
+/// in [-2, 1])`.
+int normalizeDim(std::string_view what, int64_t dim, const TensorType& type);
+
+/// What reduction `op` with `attrs` does to an input of `type`: the dims it
+/// reduces (sorted, in [0, rank); argmax's one `dim`, the others' `dims`)
+/// and whether they are kept as size 1. Throws kiln::Error as inferType does.
+struct ReductionShape {
+  std::vector<int> dims;
+  bool keepdim = false;
+};
+ReductionShape reductionShape(Op op, const TensorType& type, const Attributes& attrs);
+
+/// The shape of `shape` with `dims` (sorted) removed, or set to 1 when `keepdim`.
+Shape reducedShape(const Shape& shape, std::span<const int> dims, bool keepdim);
 
 }  // namespace kiln::ir

@@ -184,6 +184,12 @@ DType resultDType(Op op, std::span<const DType> in, const Attributes& attrs, DTy
     case Op::slice:
     case Op::expand:
     case Op::cat:
+    case Op::sum:
+    case Op::mean:
+    case Op::amax:
+    case Op::amin:
+    case Op::argmax:
+    case Op::var:
     case Op::fusion: break;
   }
   return in[0];

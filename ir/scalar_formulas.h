@@ -234,6 +234,12 @@ typename B::V emitOp(B& b, Op op, DType outType, std::span<const typename B::V> 
     case Op::slice:
     case Op::expand:
     case Op::cat:
+    case Op::sum:
+    case Op::mean:
+    case Op::amax:
+    case Op::amin:
+    case Op::argmax:
+    case Op::var:
     case Op::fusion: break;
   }
   KILN_ASSERT(false, "op {} has no scalar formula", opName(op));

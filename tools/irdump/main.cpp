@@ -171,8 +171,8 @@ bool parseArgs(int argc, char** argv, Options& o) {
 
 void emitKernels(const ir::Graph& g, const std::string& emit) {
   for (const ir::Node* n : g.nodes()) {
-    if (n->op() != ir::Op::fusion) continue;
-    for (const codegen::LoweredKernel& lowered : codegen::lowerFusionKernels(*n)) {
+    if (n->op() != ir::Op::fusion && !codegen::isReductionNode(*n)) continue;
+    for (const codegen::LoweredKernel& lowered : codegen::lowerKernels(*n)) {
       if (emit == "kernel")
         std::cout << lowered.kernel.str();
       else if (emit == "cuda")

@@ -1,0 +1,420 @@
+// Renders a reduction Kernel (codegen/kernel.h, "Reductions") to LLVM IR:
+// the CPU kernel ABI around a loop over output rows, each row computed by
+// the passes of codegen::kernelStages, each pass a loop nest over the row
+// whose innermost loop the O3 pipeline vectorizes.
+//
+// [begin, end) is a range of output rows (the outer domain, flattened), so a
+// thread owns whole rows and no two threads write one output element. For
+// each row the renderer computes the outer values in order: before pass l
+// the outer values of stage l, then pass l, a loop over the row (the reduced
+// dims, innermost last; with more than one reduced dim, a loop over the
+// outer reduced dims around a loop over the innermost one) that loads and
+// computes the row values it needs and folds them into its accumulators,
+// which are read back after it. Stores of outer values come last.
+//
+// Accumulators live in allocas that SROA turns into loop phis, which the
+// loop vectorizer recognizes as reductions: integer adds and smax/smin,
+// llvm.maximum/llvm.minimum (NaN-propagating, so order does not matter)
+// and, for float sums, an `fadd` with the `reassoc` flag, the only
+// fast-math flag kiln emits (DESIGN.md §6): it lets the vectorizer keep one
+// partial sum per lane and unrolled copy and add them up after the loop, so
+// the order of a float sum depends on the vector width (docs/ops.md,
+// "Reductions", states the bound; lowering accumulates f32 in f64). argmax
+// folds the maximum in the vectorized loop, then a short scalar loop finds
+// the first element equal to it (or the first NaN): a loop-carried (value,
+// index) pair would not vectorize and costs about 20x more.
+#include <llvm/IR/BasicBlock.h>
+#include <llvm/IR/Function.h>
+#include <llvm/IR/Instructions.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "codegen/llvm_builder.h"
+#include "codegen/llvm_module.h"
+#include "runtime/error.h"
+
+namespace kiln::codegen::llvmcg {
+
+namespace {
+
+class ReductionRenderer {
+ public:
+  ReductionRenderer(const Kernel& kernel, llvm::Module& module)
+      : k_(kernel),
+        m_(module),
+        ctx_(module.getContext()),
+        ir_(ctx_),
+        i64_(llvm::Type::getInt64Ty(ctx_)),
+        ptr_(llvm::PointerType::getUnqual(ctx_)),
+        st_(kernelStages(kernel)) {}
+
+  void render() { renderEntry(k_, m_, renderBody()); }
+
+ private:
+  llvm::Value* zero() { return ir_.getInt64(0); }
+
+  /// The compute type of dtype `d` (f16 and bf16 compute in f32).
+  llvm::Type* computeType(DType d) {
+    LlvmScalarBuilder b{ir_};
+    return b.type(ir::formulas::computeDType(d));
+  }
+
+  /// The value `r` folds from: 0, -inf/INT_MIN/false for max (and argmax),
+  /// +inf/INT_MAX/true for min.
+  llvm::Value* identity(const ScalarInstr& r) {
+    const DType d = ir::formulas::computeDType(k_.body[r.operands[0]].dtype);
+    llvm::Type* t = computeType(d);
+    const bool isMin = r.reduceOp == ReduceOp::min;
+    switch (r.reduceOp) {
+      case ReduceOp::sum: return t->isFloatingPointTy() ? llvm::ConstantFP::get(t, 0.0) : llvm::ConstantInt::get(t, 0);
+      case ReduceOp::max:
+      case ReduceOp::min:
+      case ReduceOp::argmax:
+        if (t->isFloatingPointTy()) return llvm::ConstantFP::getInfinity(t, !isMin);
+        if (d == DType::boolean) return ir_.getInt1(isMin);
+        return isMin ? llvm::ConstantInt::get(t, llvm::APInt::getSignedMaxValue(t->getIntegerBitWidth()))
+                     : llvm::ConstantInt::get(t, llvm::APInt::getSignedMinValue(t->getIntegerBitWidth()));
+    }
+    return nullptr;
+  }
+
+  /// acc folded with v (argmax folds the maximum; searchFirst finds it).
+  void fold(const ScalarInstr& r, llvm::AllocaInst* acc, llvm::Value* v) {
+    llvm::Value* a = ir_.CreateLoad(acc->getAllocatedType(), acc);
+    const bool isFloat = v->getType()->isFloatingPointTy();
+    const bool isBool = v->getType()->isIntegerTy(1);
+    llvm::Value* out = nullptr;
+    switch (r.reduceOp) {
+      case ReduceOp::sum:
+        if (isFloat) {
+          // The one fast-math flag: the vectorizer may keep partial sums.
+          out = ir_.CreateFAdd(a, v);
+          llvm::cast<llvm::Instruction>(out)->setHasAllowReassoc(true);
+        } else {
+          out = ir_.CreateAdd(a, v);
+        }
+        break;
+      case ReduceOp::max:
+      case ReduceOp::argmax:
+        out = isFloat  ? ir_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, a, v)
+              : isBool ? ir_.CreateOr(a, v)
+                       : ir_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, a, v);
+        break;
+      case ReduceOp::min:
+        out = isFloat  ? ir_.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, a, v)
+              : isBool ? ir_.CreateAnd(a, v)
+                       : ir_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, a, v);
+        break;
+    }
+    ir_.CreateStore(out, acc);
+  }
+
+  llvm::Function* renderBody() {
+    const int rank = k_.rank, outerRank = k_.outerRank(), numParams = k_.numParams();
+    const int count = static_cast<int>(k_.body.size());
+    std::vector<llvm::Type*> argTypes(static_cast<size_t>(numParams), ptr_);
+    argTypes.insert(argTypes.end(), {ptr_, i64_, i64_});
+    auto* type = llvm::FunctionType::get(ir_.getVoidTy(), argTypes, false);
+    fn_ = llvm::Function::Create(type, llvm::Function::InternalLinkage, k_.name + ".body", m_);
+    fn_->addFnAttr(llvm::Attribute::AlwaysInline);
+    fn_->addFnAttr(llvm::Attribute::NoUnwind);
+    for (int p = 0; p < numParams; ++p) {
+      fn_->getArg(static_cast<unsigned>(p))->setName("p" + std::to_string(p));
+      fn_->addParamAttr(static_cast<unsigned>(p), llvm::Attribute::NoAlias);
+    }
+    llvm::Argument* args = fn_->getArg(static_cast<unsigned>(numParams));
+    llvm::Argument* begin = fn_->getArg(static_cast<unsigned>(numParams) + 1);
+    llvm::Argument* end = fn_->getArg(static_cast<unsigned>(numParams) + 2);
+    args->setName("args");
+    begin->setName("begin");
+    end->setName("end");
+    args->addAttr(llvm::Attribute::NoAlias);
+    args->addAttr(llvm::Attribute::ReadOnly);
+
+    auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
+    auto* start = llvm::BasicBlock::Create(ctx_, "start", fn_);
+    auto* rowHeader = llvm::BasicBlock::Create(ctx_, "row.header", fn_);
+    auto* rowBody = llvm::BasicBlock::Create(ctx_, "row.body", fn_);
+    exit_ = llvm::BasicBlock::Create(ctx_, "exit", fn_);
+
+    ir_.SetInsertPoint(entry);
+    auto arg = [&](int i, const std::string& name) {
+      llvm::Value* slot = ir_.CreateConstInBoundsGEP1_64(i64_, args, static_cast<uint64_t>(i));
+      return ir_.CreateLoad(i64_, slot, name);
+    };
+    sizes_.assign(static_cast<size_t>(rank), nullptr);
+    strides_.assign(static_cast<size_t>(numParams), {});
+    for (int d = 0; d < rank; ++d) sizes_[d] = arg(d, "size" + std::to_string(d));
+    for (int p = 0; p < numParams; ++p)
+      for (int d = 0; d < rank; ++d)
+        strides_[p].push_back(arg(rank + p * rank + d, "stride" + std::to_string(p) + "." + std::to_string(d)));
+    rowLength_ = sizes_[outerRank];
+    for (int d = outerRank + 1; d < rank; ++d) rowLength_ = ir_.CreateNSWMul(rowLength_, sizes_[d]);
+    rowLength_->setName("row.length");
+    // Allocas, promoted by SROA: the outer multi-index, the reduced one, accumulators.
+    std::vector<llvm::AllocaInst*> idx(static_cast<size_t>(outerRank));
+    for (int d = 0; d < outerRank; ++d) idx[d] = ir_.CreateAlloca(i64_, nullptr, "idx" + std::to_string(d));
+    llvm::AllocaInst* pos = ir_.CreateAlloca(i64_, nullptr, "pos");
+    for (int d = outerRank; d < rank - 1; ++d)
+      ridx_.push_back(ir_.CreateAlloca(i64_, nullptr, "ridx" + std::to_string(d)));
+    rflat_ = ir_.CreateAlloca(i64_, nullptr, "rflat");
+    acc_.assign(static_cast<size_t>(count), nullptr);
+    accIndex_.assign(static_cast<size_t>(count), nullptr);
+    for (int i = 0; i < count; ++i) {
+      const ScalarInstr& in = k_.body[i];
+      if (in.kind != ScalarInstr::Kind::reduce) continue;
+      acc_[i] = ir_.CreateAlloca(computeType(k_.body[in.operands[0]].dtype), nullptr, "acc" + std::to_string(i));
+      if (in.reduceOp == ReduceOp::argmax)
+        accIndex_[i] = ir_.CreateAlloca(i64_, nullptr, "acc" + std::to_string(i) + ".index");
+    }
+    // Nothing to do for an empty range or an empty outer domain; rows of
+    // no elements are fine (every pass is skipped).
+    llvm::Value* ok = ir_.CreateAnd(ir_.CreateICmpSLT(begin, end), ir_.CreateICmpSGE(begin, zero()));
+    for (int d = 0; d < outerRank; ++d) ok = ir_.CreateAnd(ok, ir_.CreateICmpSGT(sizes_[d], zero()));
+    ir_.CreateCondBr(ok, start, exit_);
+
+    // The outer multi-index of `begin`, innermost first.
+    ir_.SetInsertPoint(start);
+    llvm::Value* rem = begin;
+    for (int d = outerRank - 1; d >= 0; --d) {
+      ir_.CreateStore(ir_.CreateSRem(rem, sizes_[d]), idx[d]);
+      if (d > 0) rem = ir_.CreateSDiv(rem, sizes_[d]);
+    }
+    ir_.CreateStore(begin, pos);
+    ir_.CreateBr(rowHeader);
+
+    ir_.SetInsertPoint(rowHeader);
+    llvm::Value* i = ir_.CreateLoad(i64_, pos, "i");
+    ir_.CreateCondBr(ir_.CreateICmpSLT(i, end), rowBody, exit_);
+
+    // One output row: the outer offsets, then the outer values and passes.
+    ir_.SetInsertPoint(rowBody);
+    std::vector<llvm::Value*> index(static_cast<size_t>(outerRank));
+    for (int d = 0; d < outerRank; ++d) index[d] = ir_.CreateLoad(i64_, idx[d], "i" + std::to_string(d));
+    outerBase_.assign(static_cast<size_t>(numParams), nullptr);
+    for (int p = 0; p < numParams; ++p) {
+      llvm::Value* off = ir_.CreateNSWMul(index[0], strides_[p][0]);
+      for (int d = 1; d < outerRank; ++d) off = ir_.CreateNSWAdd(off, ir_.CreateNSWMul(index[d], strides_[p][d]));
+      outerBase_[p] = off;
+      off->setName("base" + std::to_string(p));
+    }
+    values_.assign(static_cast<size_t>(count), nullptr);
+    for (int l = 0; l <= st_.numPasses; ++l) {
+      for (int instr : st_.before[l]) emitOuter(instr);
+      if (l < st_.numPasses) emitPass(l);
+    }
+    // Next row: the innermost outer index moves by one, then carries.
+    ir_.CreateStore(ir_.CreateNSWAdd(i, ir_.getInt64(1)), pos);
+    ir_.CreateStore(ir_.CreateNSWAdd(index[outerRank - 1], ir_.getInt64(1)), idx[outerRank - 1]);
+    for (int d = outerRank - 1; d >= 1; --d) {
+      llvm::Value* v = ir_.CreateLoad(i64_, idx[d]);
+      llvm::Value* carry = ir_.CreateICmpSGE(v, sizes_[d]);
+      ir_.CreateStore(ir_.CreateSelect(carry, zero(), v), idx[d]);
+      llvm::Value* up = ir_.CreateLoad(i64_, idx[d - 1]);
+      ir_.CreateStore(ir_.CreateNSWAdd(up, ir_.CreateZExt(carry, i64_)), idx[d - 1]);
+    }
+    ir_.CreateBr(rowHeader);
+
+    ir_.SetInsertPoint(exit_);
+    ir_.CreateRetVoid();
+    return fn_;
+  }
+
+  /// An outer instruction, once per row.
+  void emitOuter(int i) {
+    const ScalarInstr& in = k_.body[i];
+    LlvmScalarBuilder b{ir_};
+    llvm::Argument* param = in.param >= 0 ? fn_->getArg(static_cast<unsigned>(in.param)) : nullptr;
+    switch (in.kind) {
+      case ScalarInstr::Kind::load:
+        values_[i] = loadElement(ir_, in.dtype, param, outerBase_[in.param], "v" + std::to_string(i));
+        break;
+      case ScalarInstr::Kind::constant: values_[i] = ir::formulas::emitConstant(b, in.value, in.dtype); break;
+      case ScalarInstr::Kind::extent:
+        values_[i] = ir::formulas::roundTo(b, b.convert(rowLength_, ir::formulas::computeDType(in.dtype)), in.dtype);
+        break;
+      case ScalarInstr::Kind::op: values_[i] = emitOpInstr(ir_, k_, in, values_); break;
+      case ScalarInstr::Kind::store:
+        storeElement(ir_, k_.params[in.param].dtype, param, outerBase_[in.param], values_[in.operands[0]]);
+        break;
+      case ScalarInstr::Kind::reduce:
+        KILN_ASSERT(values_[i], "kernel {}: reduce {} read before its pass", k_.name, i);
+        break;
+    }
+  }
+
+  /// A loop nest over the row: `body(j, pos, rowBase)` emits one element
+  /// (j its index in the innermost dim, pos its row index, rowBase each row
+  /// param's offset at j = 0); it may branch away, leaving the insert point
+  /// where the loop goes on. Returns with the insert point after the loop.
+  using RowBody = std::function<void(llvm::Value* j, llvm::Value* pos, const std::vector<llvm::Value*>& rowBase)>;
+  void rowLoop(const std::string& tag, const RowBody& body) {
+    const int rank = k_.rank, outerRank = k_.outerRank();
+    for (llvm::AllocaInst* a : ridx_) ir_.CreateStore(zero(), a);
+    ir_.CreateStore(zero(), rflat_);
+    auto* rowLoop = llvm::BasicBlock::Create(ctx_, tag + ".rows", fn_);
+    auto* inner = llvm::BasicBlock::Create(ctx_, tag + ".inner", fn_);
+    auto* innerEnd = llvm::BasicBlock::Create(ctx_, tag + ".inner.end", fn_);
+    auto* done = llvm::BasicBlock::Create(ctx_, tag + ".done", fn_);
+    ir_.CreateCondBr(ir_.CreateICmpSGT(rowLength_, zero()), rowLoop, done);
+
+    // One run of the innermost reduced dim: where each row param starts.
+    ir_.SetInsertPoint(rowLoop);
+    std::vector<llvm::Value*> rindex;
+    for (size_t d = 0; d < ridx_.size(); ++d) rindex.push_back(ir_.CreateLoad(i64_, ridx_[d]));
+    llvm::Value* flat = ir_.CreateLoad(i64_, rflat_, tag + ".flat");
+    std::vector<llvm::Value*> rowBase(static_cast<size_t>(k_.numParams()), nullptr);
+    for (int p = 0; p < k_.numParams(); ++p) {
+      if (k_.params[p].outer) continue;
+      llvm::Value* off = outerBase_[p];
+      for (size_t d = 0; d < ridx_.size(); ++d)
+        off = ir_.CreateNSWAdd(off, ir_.CreateNSWMul(rindex[d], strides_[p][outerRank + d]));
+      rowBase[p] = off;
+    }
+    llvm::Value* n = sizes_[rank - 1];
+    ir_.CreateBr(inner);
+
+    // The innermost loop: j in [0, n).
+    ir_.SetInsertPoint(inner);
+    llvm::PHINode* j = ir_.CreatePHI(i64_, 2, tag + ".j");
+    j->addIncoming(zero(), rowLoop);
+    body(j, ir_.CreateNSWAdd(flat, j), rowBase);
+    llvm::Value* jNext = ir_.CreateNUWAdd(j, ir_.getInt64(1), tag + ".j.next");
+    j->addIncoming(jNext, ir_.GetInsertBlock());
+    ir_.CreateCondBr(ir_.CreateICmpSLT(jNext, n), inner, innerEnd);
+
+    // Past one run: the outer reduced dims carry; the loop ends when the
+    // outermost reduced index passes its size (at once with one reduced dim).
+    ir_.SetInsertPoint(innerEnd);
+    ir_.CreateStore(ir_.CreateNSWAdd(flat, n), rflat_);
+    if (ridx_.empty()) {
+      ir_.CreateBr(done);
+    } else {
+      const int last = static_cast<int>(ridx_.size()) - 1;
+      ir_.CreateStore(ir_.CreateNSWAdd(rindex[last], ir_.getInt64(1)), ridx_[last]);
+      for (int d = last; d >= 1; --d) {
+        llvm::Value* v = ir_.CreateLoad(i64_, ridx_[d]);
+        llvm::Value* carry = ir_.CreateICmpSGE(v, sizes_[outerRank + d]);
+        ir_.CreateStore(ir_.CreateSelect(carry, zero(), v), ridx_[d]);
+        llvm::Value* up = ir_.CreateLoad(i64_, ridx_[d - 1]);
+        ir_.CreateStore(ir_.CreateNSWAdd(up, ir_.CreateZExt(carry, i64_)), ridx_[d - 1]);
+      }
+      llvm::Value* more = ir_.CreateICmpSLT(ir_.CreateLoad(i64_, ridx_[0]), sizes_[outerRank]);
+      ir_.CreateCondBr(more, rowLoop, done);
+    }
+    ir_.SetInsertPoint(done);
+  }
+
+  /// Instructions `todo` (row instructions of a pass, in body order) at one
+  /// element; returns the values, outer ones included.
+  std::vector<llvm::Value*> rowValues(const std::vector<int>& todo, llvm::Value* j, llvm::Value* pos,
+                                      const std::vector<llvm::Value*>& rowBase) {
+    std::vector<llvm::Value*> cur = values_;
+    for (int i : todo) {
+      const ScalarInstr& in = k_.body[i];
+      auto offset = [&](int p) -> llvm::Value* {
+        switch (k_.params[p].inner) {
+          case InnerStride::zero: return rowBase[p];
+          case InnerStride::one: return ir_.CreateNSWAdd(rowBase[p], j);
+          case InnerStride::any: return ir_.CreateNSWAdd(rowBase[p], ir_.CreateNSWMul(j, strides_[p][k_.rank - 1]));
+        }
+        return nullptr;
+      };
+      llvm::Argument* param = in.param >= 0 ? fn_->getArg(static_cast<unsigned>(in.param)) : nullptr;
+      switch (in.kind) {
+        case ScalarInstr::Kind::load:
+          cur[i] = loadElement(ir_, in.dtype, param, offset(in.param), "v" + std::to_string(i));
+          break;
+        case ScalarInstr::Kind::op: cur[i] = emitOpInstr(ir_, k_, in, cur); break;
+        case ScalarInstr::Kind::store:
+          storeElement(ir_, k_.params[in.param].dtype, param, offset(in.param), cur[in.operands[0]]);
+          break;
+        case ScalarInstr::Kind::reduce: fold(in, acc_[i], cur[in.operands[0]]); break;
+        case ScalarInstr::Kind::constant:
+        case ScalarInstr::Kind::extent: KILN_ASSERT(false, "kernel {}: instruction {} in a pass", k_.name, i);
+      }
+    }
+    return cur;
+  }
+
+  /// Pass l over the row: its accumulators start at their identities, the
+  /// loop nest folds the row into them, and they are read back after it.
+  /// An argmax accumulates the maximum (a loop that vectorizes), then a
+  /// second loop finds the first element equal to it, or the first NaN
+  /// when it is NaN: the first maximum, as a sequential scan would find it.
+  void emitPass(int l) {
+    const std::string tag = "pass" + std::to_string(l);
+    std::vector<int> reduces;
+    for (int i : st_.pass[l])
+      if (k_.body[i].kind == ScalarInstr::Kind::reduce) reduces.push_back(i);
+    for (int r : reduces) ir_.CreateStore(identity(k_.body[r]), acc_[r]);
+    rowLoop(tag, [&](llvm::Value* j, llvm::Value* pos, const std::vector<llvm::Value*>& rowBase) {
+      rowValues(st_.pass[l], j, pos, rowBase);
+    });
+    for (int r : reduces) {
+      llvm::Value* acc = ir_.CreateLoad(acc_[r]->getAllocatedType(), acc_[r]);
+      values_[r] = k_.body[r].reduceOp == ReduceOp::argmax ? searchFirst(tag, r, acc) : acc;
+    }
+  }
+
+  /// The row index of the first element of reduce r's operand equal to
+  /// `max` (or NaN, when `max` is NaN); 0 in an empty row.
+  llvm::Value* searchFirst(const std::string& passTag, int r, llvm::Value* max) {
+    const std::string tag = passTag + ".argmax" + std::to_string(r);
+    // The row instructions the operand needs, found by walking back.
+    const int operand = k_.body[r].operands[0];
+    std::vector<bool> need(k_.body.size(), false);
+    need[operand] = true;
+    for (int i = operand; i >= 0; --i)
+      if (need[i] && k_.body[i].kind == ScalarInstr::Kind::op)
+        for (int o : k_.body[i].operands) need[o] = true;
+    std::vector<int> todo;
+    for (int i = 0; i <= operand; ++i)
+      if (need[i] && st_.row[i]) todo.push_back(i);
+    const bool isFloat = max->getType()->isFloatingPointTy();
+    llvm::Value* maxIsNan = isFloat ? ir_.CreateFCmpUNO(max, max) : ir_.getFalse();
+    ir_.CreateStore(zero(), accIndex_[r]);
+    auto* found = llvm::BasicBlock::Create(ctx_, tag + ".found", fn_);
+    rowLoop(tag, [&](llvm::Value* j, llvm::Value* pos, const std::vector<llvm::Value*>& rowBase) {
+      llvm::Value* v = rowValues(todo, j, pos, rowBase)[operand];
+      llvm::Value* match = isFloat ? ir_.CreateSelect(maxIsNan, ir_.CreateFCmpUNO(v, v), ir_.CreateFCmpOEQ(v, max))
+                                   : ir_.CreateICmpEQ(v, max);
+      auto* hit = llvm::BasicBlock::Create(ctx_, tag + ".hit", fn_);
+      auto* next = llvm::BasicBlock::Create(ctx_, tag + ".next", fn_);
+      ir_.CreateCondBr(match, hit, next);
+      ir_.SetInsertPoint(hit);
+      ir_.CreateStore(pos, accIndex_[r]);
+      ir_.CreateBr(found);
+      ir_.SetInsertPoint(next);
+    });
+    ir_.CreateBr(found);
+    ir_.SetInsertPoint(found);
+    return ir_.CreateLoad(i64_, accIndex_[r]);
+  }
+
+  const Kernel& k_;
+  llvm::Module& m_;
+  llvm::LLVMContext& ctx_;
+  llvm::IRBuilder<> ir_;
+  llvm::Type* i64_;
+  llvm::PointerType* ptr_;
+  const KernelStages st_;
+  llvm::Function* fn_ = nullptr;
+  llvm::BasicBlock* exit_ = nullptr;
+  std::vector<llvm::Value*> sizes_;
+  std::vector<std::vector<llvm::Value*>> strides_;
+  llvm::Value* rowLength_ = nullptr;
+  std::vector<llvm::AllocaInst*> ridx_;  ///< indices of the reduced dims but the innermost
+  llvm::AllocaInst* rflat_ = nullptr;    ///< row index of the current run's first element
+  std::vector<llvm::AllocaInst*> acc_, accIndex_;
+  std::vector<llvm::Value*> outerBase_;  ///< per param: its offset at the current output row
+  std::vector<llvm::Value*> values_;     ///< per instruction: its outer value in the current row
+};
+
+}  // namespace
+
+void renderReduction(const Kernel& kernel, llvm::Module& module) { ReductionRenderer(kernel, module).render(); }
+
+}  // namespace kiln::codegen::llvmcg
