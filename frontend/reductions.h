@@ -1,8 +1,10 @@
 // The reductions of kiln, like libtorch's: kiln::sum(x, {1}), kiln::mean,
 // kiln::amax, kiln::amin, kiln::argmax, kiln::max (values and indices),
-// kiln::var. Each reduction is one op of the registry (docs/ops.md,
-// "Reductions"), so all of them run eagerly and trace under kiln::compile
-// alike.
+// kiln::var; and the functions built on them, softmax, logSoftmax and
+// layerNorm. Each reduction is one op of the registry (docs/ops.md,
+// "Reductions"), the others are compositions of registry ops, so all of them
+// run eagerly and trace under kiln::compile alike (and will fuse into one
+// kernel per row once fuse-reductions exists).
 //
 // `dims` lists the dims to reduce (negative counts from the end); an empty
 // list reduces every dim. With `keepdim` the reduced dims stay, with size 1.
@@ -42,5 +44,33 @@ std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = fals
 /// computed in two passes in f64. NaN when the count minus the correction is
 /// not positive.
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false);
+
+/// exp(x - amax(x, dim)) / sum(exp(x - amax(x, dim)), dim), as torch.softmax.
+/// f16 and bf16 compute in f32 and round the result.
+Tensor softmax(const Tensor& x, int64_t dim);
+/// (x - m) - log(sum(exp(x - m), dim)) with m = amax(x, dim), as
+/// torch.log_softmax.
+Tensor logSoftmax(const Tensor& x, int64_t dim);
+
+/// What layerNormWithStats returns: the output, and the mean and 1 /
+/// sqrt(var + eps) of each normalized group (shaped like x, with the
+/// normalized dims kept as size 1), as torch.native_layer_norm.
+struct LayerNormResult {
+  Tensor output;
+  Tensor mean;
+  Tensor rstd;
+};
+
+/// Layer normalization over the last normalizedShape.size() dims of x, which
+/// must equal normalizedShape, as torch.layer_norm: (x - mean) * rstd *
+/// weight + bias, with the mean and the biased variance computed in two
+/// passes (the variance is the mean of (x - mean)²) and rstd = 1 /
+/// sqrt(var + eps). weight and bias (undefined: none) have shape
+/// normalizedShape. f16 and bf16 compute in f32 and round the results.
+LayerNormResult layerNormWithStats(const Tensor& x, const Shape& normalizedShape, const Tensor& weight = {},
+                                   const Tensor& bias = {}, double eps = 1e-5);
+/// layerNormWithStats(...).output.
+Tensor layerNorm(const Tensor& x, const Shape& normalizedShape, const Tensor& weight = {}, const Tensor& bias = {},
+                 double eps = 1e-5);
 
 }  // namespace kiln

@@ -51,6 +51,12 @@ const std::vector<Model>& table() {
       {"broadcast_producer", "a producer over a smaller domain feeding a broadcast: two kernels",
        [](const std::vector<Tensor>& in) { return std::vector<Tensor>{relu(in[0] * sigmoid(in[1]))}; },
        {f32({256, 512}), f32({512})}},
+      {"softmax", "softmax over the last dim of f32[8192,1024]: amax, sub, exp, sum, div",
+       [](const std::vector<Tensor>& in) { return std::vector<Tensor>{softmax(in[0], -1)}; },
+       {f32({8192, 1024})}},
+      {"layernorm", "layer norm over the last dim of f32[8192,1024] with weight and bias (two-pass mean and variance)",
+       [](const std::vector<Tensor>& in) { return std::vector<Tensor>{layerNorm(in[0], {1024}, in[1], in[2])}; },
+       {f32({8192, 1024}), f32({1024}), f32({1024})}},
   };
   return kModels;
 }

@@ -29,6 +29,8 @@ const std::vector<Workload>& workloads() {
       fromModel("chain8"),       // 8 cheap elementwise ops on f32[16M]: memory-bound
       fromModel("chain8_math"),  // 8 elementwise ops with sqrt and sigmoid: compute-bound on few cores
       fromModel("bias_relu"),  // relu(x + b), x f32[4096,4096], b f32[4096]
+      fromModel("softmax"),    // softmax over rows of f32[8192,1024]: 2 reductions, 5 kernels eager, 4 compiled
+      fromModel("layernorm"),  // layer norm over rows of f32[8192,1024] with weight and bias
   };
   return table;
 }

@@ -213,6 +213,7 @@ TEST(Reductions, MaxGivesValuesAndIndices) {
 TEST(Reductions, CompiledEqualsEagerBitForBit) {
   Generator gen(21);
   Tensor x = randn({64, 333}, gen);
+  Tensor w = randn({333}, gen), b = randn({333}, gen);
   using Fn = std::function<Tensor(const Tensor&)>;
   const std::vector<std::pair<std::string, Fn>> cases = {
       {"sum", [](const Tensor& t) { return kiln::sum(t, {1}); }},
@@ -223,11 +224,94 @@ TEST(Reductions, CompiledEqualsEagerBitForBit) {
       {"amin", [](const Tensor& t) { return amin(t, {0}); }},
       {"argmax", [](const Tensor& t) { return argmax(t, 1); }},
       {"var", [](const Tensor& t) { return kiln::var(t, {1}); }},
+      {"softmax", [](const Tensor& t) { return softmax(t, -1); }},
+      {"log_softmax", [](const Tensor& t) { return logSoftmax(t, 1); }},
+      {"layer_norm", [&](const Tensor& t) { return layerNorm(t, {333}, w, b); }},
   };
   for (const auto& [name, fn] : cases) {
     auto compiled = compile([fn](const Tensor& t) { return fn(t); });
     expectSameBits(compiled(x), fn(x), name);
   }
+}
+
+TEST(Reductions, KernelCounts) {
+  Tensor x = randn({16, 128});
+  struct Case {
+    const char* name;
+    std::function<Tensor(const Tensor&)> fn;
+    int eager, compiled;
+  };
+  // Until fuse-reductions (issue 5): each reduction is its own kernel.
+  // softmax eagerly: amax, sub, exp, sum, div; compiled: sub and exp fuse.
+  // log_softmax: amax, sub, exp, sum, log, sub; compiled: sub and exp fuse.
+  // layer_norm (weight, bias): mean, sub, mul, mean, add, sqrt, div, mul,
+  // mul, add; compiled: {sub, mul}, {add, sqrt, div}, {mul, mul, add}.
+  Tensor w = ones({128}), b = zeros({128});
+  for (const Case& c : {Case{"softmax", [](const Tensor& t) { return softmax(t, 1); }, 5, 4},
+                        Case{"log_softmax", [](const Tensor& t) { return logSoftmax(t, 1); }, 6, 5},
+                        Case{"layer_norm", [&](const Tensor& t) { return layerNorm(t, {128}, w, b); }, 10, 5}}) {
+    const int64_t before = runtime::kernelLaunchCount();
+    c.fn(x);
+    EXPECT_EQ(runtime::kernelLaunchCount() - before, c.eager) << c.name;
+    auto f = compile([&c](const Tensor& t) { return c.fn(t); });
+    f(x);
+    EXPECT_EQ(f.lastNumKernels(), c.compiled) << c.name << "\n" << f.lastGraph();
+  }
+}
+
+TEST(Reductions, SoftmaxAndLogSoftmaxValues) {
+  const int64_t R = 7, C = 300;
+  Generator gen(4);
+  Tensor x = randn({R, C}, gen) * 5.0;
+  const auto v = x.toVector();
+  auto s = softmax(x, 1).toVector(), ls = logSoftmax(x, -1).toVector();
+  for (int64_t r = 0; r < R; ++r) {
+    double m = -INFINITY, z = 0;
+    for (int64_t c = 0; c < C; ++c) m = std::max(m, static_cast<double>(v[r * C + c]));
+    for (int64_t c = 0; c < C; ++c) z += std::exp(v[r * C + c] - m);
+    for (int64_t c = 0; c < C; ++c) {
+      const double p = std::exp(v[r * C + c] - m) / z;
+      EXPECT_NEAR(s[r * C + c], p, 2e-6 * p + 1e-30);
+      EXPECT_NEAR(ls[r * C + c], std::log(p), 2e-6 * std::fabs(std::log(p)) + 1e-6);
+    }
+  }
+  // -inf entries get 0; a row of -inf only is NaN, as in PyTorch.
+  auto t = softmax(fromVector({0, -kInf, 0, -kInf, -kInf, -kInf}, {2, 3}), 1).toVector();
+  EXPECT_EQ(t[0], 0.5f);
+  EXPECT_EQ(t[1], 0.0f);
+  EXPECT_TRUE(std::isnan(t[3]));
+  // f16 in, f16 out, computed in f32.
+  Tensor h = softmax(fromVector({1, 2, 3}).to(DType::f16), 0);
+  EXPECT_EQ(h.dtype(), DType::f16);
+  EXPECT_NEAR(h.to(DType::f32).toVector()[2], 0.66524096, 1e-3);
+  EXPECT_EQ(softmax(zeros({2, 0}), 1).shape(), (Shape{2, 0}));
+}
+
+TEST(Reductions, LayerNormAndItsStatistics) {
+  const int64_t R = 5, C = 64;
+  Generator gen(8);
+  Tensor x = randn({R, 2, C / 2}, gen) * 3.0 + 100.0;
+  Tensor w = randn({2, C / 2}, gen), b = randn({2, C / 2}, gen);
+  LayerNormResult out = layerNormWithStats(x, {2, C / 2}, w, b, 1e-5);
+  EXPECT_EQ(out.output.shape(), (Shape{R, 2, C / 2}));
+  EXPECT_EQ(out.mean.shape(), (Shape{R, 1, 1}));
+  EXPECT_EQ(out.rstd.shape(), (Shape{R, 1, 1}));
+  const auto v = x.toVector(), wv = w.toVector(), bv = b.toVector(), y = out.output.toVector();
+  for (int64_t r = 0; r < R; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t c = 0; c < C; ++c) mean += v[r * C + c];
+    mean /= C;
+    for (int64_t c = 0; c < C; ++c) var += (v[r * C + c] - mean) * (v[r * C + c] - mean);
+    var /= C;  // biased, as torch.layer_norm
+    const double rstd = 1.0 / std::sqrt(var + 1e-5);
+    EXPECT_NEAR(out.mean.toVector()[r], mean, 1e-6 * mean);
+    EXPECT_NEAR(out.rstd.toVector()[r], rstd, 1e-5 * rstd);
+    for (int64_t c = 0; c < C; ++c) {
+      const double want = (v[r * C + c] - mean) * rstd * wv[c] + bv[c];
+      EXPECT_NEAR(y[r * C + c], want, 1e-4 * (std::fabs(want) + 1));
+    }
+  }
+  EXPECT_EQ(layerNorm(x, {C / 2}).shape(), x.shape());
 }
 
 TEST(Reductions, Errors) {
@@ -243,6 +327,8 @@ TEST(Reductions, Errors) {
             "argmax: dim 2 is out of range for f32[2,3]@cpu (expected a dim in [-2, 1])");
   EXPECT_EQ(errorOf([&] { kiln::max(x, -3); }),
             "max: dim -3 is out of range for f32[2,3]@cpu (expected a dim in [-2, 1])");
+  EXPECT_EQ(errorOf([&] { softmax(x, 2); }),
+            "softmax: dim 2 is out of range for f32[2,3]@cpu (expected a dim in [-2, 1])");
   EXPECT_EQ(errorOf([&] { kiln::mean(zeros({4}, DType::i32)); }),
             "mean: expected a floating-point dtype (f32, f64, f16, bf16), got i32[4]@cpu");
   EXPECT_EQ(errorOf([&] { kiln::var(zeros({4}, DType::boolean)); }),
@@ -257,6 +343,17 @@ TEST(Reductions, Errors) {
               argmax(zeros({0, 2}), 0);
             }),
             "argmax: cannot reduce dim 0 of f32[0,2]@cpu, which has size 0 (argmax of no elements is undefined)");
+  EXPECT_EQ(errorOf([&] { softmax(zeros({3}, DType::i64), 0); }),
+            "softmax: expected a floating-point dtype (f32, f64, f16, bf16), got i64[3]@cpu");
+  EXPECT_EQ(errorOf([&] { layerNorm(x, {2}); }),
+            "layer_norm: normalized_shape [2] does not match the last dims of f32[2,3]@cpu");
+  EXPECT_EQ(errorOf([&] { layerNorm(x, {}); }), "layer_norm: expected a non-empty normalized_shape, got []");
+  EXPECT_EQ(errorOf([&] { layerNorm(x, {3}, zeros({4})); }),
+            "layer_norm: expected weight of shape [3], got f32[4]@cpu");
+  EXPECT_EQ(errorOf([&] {
+              layerNorm(x, {3}, {}, zeros({2, 3}));
+            }),
+            "layer_norm: expected bias of shape [3], got f32[2,3]@cpu");
   EXPECT_EQ(errorOf([&] { kiln::sum(Tensor()); }), "sum: argument 0 is an undefined tensor");
 }
 
