@@ -214,8 +214,9 @@ typename B::V emitOp(B& b, Op op, DType outType, std::span<const typename B::V> 
     case Op::maximum: return maximum(b, in[0], in[1]);
     case Op::minimum: return minimum(b, in[0], in[1]);
     case Op::neg: return b.neg(in[0]);
-    // relu(NaN) is NaN and relu(-0) is +0; an ordered <= gives both in one compare.
-    case Op::relu: return b.select(b.le(in[0], b.c(0.0)), b.c(0.0), in[0]);
+    // relu(NaN) is NaN and relu(-0) is -0, as in PyTorch (tests/reference):
+    // an ordered < gives both in one compare.
+    case Op::relu: return b.select(b.lt(in[0], b.c(0.0)), b.c(0.0), in[0]);
     case Op::exp: return f64 ? exp64(b, in[0]) : exp(b, in[0]);
     case Op::log: return f64 ? log64(b, in[0]) : log(b, in[0]);
     case Op::sqrt: return b.sqrt(in[0]);

@@ -144,7 +144,7 @@ constexpr Rule kRules[] = {
   {Op::sub, "sub-neg", "x - neg(y) -> x + y", [](Graph& g, Node* n) { Node* y = def(in(n, 1), Op::neg); return y ? make(g, n, Op::add, {in(n, 0), in(y, 0)}) : nullptr; }},
   // neg(neg(x)) -> x: neg flips the sign bit, twice is exact for every x, NaN included.
   {Op::neg, "neg-neg", "neg(neg(x)) -> x", [](Graph&, Node* n) { Node* x = def(in(n, 0), Op::neg); return x ? keep(n, in(x, 0)) : nullptr; }},
-  // relu(relu(x)) -> relu(x): relu's result is +0.0, > 0 or NaN, which relu returns as they are.
+  // relu(relu(x)) -> relu(x): relu's result is ±0.0, > 0 or NaN, which relu returns as they are.
   {Op::relu, "relu-relu", "relu(relu(x)) -> relu(x)", [](Graph&, Node* n) { return def(in(n, 0), Op::relu) ? keep(n, in(n, 0)) : nullptr; }},
   // maximum(x, x) -> x: the formula selects between x and x; exact for every x, NaN included.
   {Op::maximum, "maximum-same", "maximum(x, x) -> x", [](Graph&, Node* n) { return in(n, 0) == in(n, 1) ? keep(n, in(n, 0)) : nullptr; }},

@@ -83,7 +83,7 @@ TEST(FoldConstants, SpecialValuesFoldToTheFormulasResults) {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const Case cases[] = {
-      {Op::relu, -0.0f, 0, 0.0f},    {Op::neg, 0.0f, 0, -0.0f},         {Op::log, 0.0f, 0, -inf},
+      {Op::relu, -0.0f, 0, -0.0f},    {Op::neg, 0.0f, 0, -0.0f},         {Op::log, 0.0f, 0, -inf},
       {Op::log, -1.0f, 0, nan},      {Op::sqrt, -0.0f, 0, -0.0f},       {Op::div, 1.0f, 0.0f, inf},
       {Op::div, 1.0f, -0.0f, -inf},  {Op::maximum, 0.0f, -0.0f, -0.0f}, {Op::maximum, -0.0f, 0.0f, 0.0f},
       {Op::maximum, nan, 1.0f, nan}, {Op::minimum, 1.0f, nan, nan},     {Op::add, -0.0f, 0.0f, 0.0f},
