@@ -149,52 +149,6 @@ struct CppBuilder {
   M toM(V v) { return v.i != 0; }
 };
 
-/// The result dtype of `op` (the registry's rule, without its checks).
-DType resultDType(Op op, std::span<const DType> in, const Attributes& attrs, DType constantType) {
-  switch (op) {
-    case Op::constant: return constantType;
-    case Op::cast: {
-      auto it = attrs.find("dtype");
-      const DType* d = it == attrs.end() ? nullptr : std::get_if<DType>(&it->second);
-      KILN_CHECK(d, "cast: missing attribute 'dtype'");
-      return *d;
-    }
-    case Op::eq:
-    case Op::ne:
-    case Op::lt:
-    case Op::le:
-    case Op::gt:
-    case Op::ge: return DType::boolean;
-    case Op::where: return in[1];
-    case Op::add:
-    case Op::sub:
-    case Op::mul:
-    case Op::div:
-    case Op::maximum:
-    case Op::minimum:
-    case Op::neg:
-    case Op::relu:
-    case Op::exp:
-    case Op::log:
-    case Op::sqrt:
-    case Op::tanh:
-    case Op::sigmoid:
-    case Op::reshape:
-    case Op::transpose:
-    case Op::slice:
-    case Op::expand:
-    case Op::cat:
-    case Op::sum:
-    case Op::mean:
-    case Op::amax:
-    case Op::amin:
-    case Op::argmax:
-    case Op::var:
-    case Op::fusion: break;
-  }
-  return in[0];
-}
-
 /// The register form of `v`: its compute dtype, floats rounded to its dtype.
 ScalarValue toCompute(const ScalarValue& v) {
   if (isFloatingPoint(v.dtype)) return {computeDType(v.dtype), roundToDType(v.f, v.dtype), 0};
@@ -253,12 +207,9 @@ double evalScalar(Op op, DType dtype, std::span<const double> inputs, const Attr
 
 float evalScalarF32(Op op, std::span<const float> inputs, const Attributes& attrs) {
   std::vector<ScalarValue> values;
-  std::vector<DType> types;
-  for (float x : inputs) {
-    values.push_back({DType::f32, x, 0});
-    types.push_back(DType::f32);
-  }
-  return static_cast<float>(run(op, values, resultDType(op, types, attrs, DType::f32), attrs).toDouble());
+  for (float x : inputs) values.push_back({DType::f32, x, 0});
+  // The result dtype comes from the registry's rule (inferType), like evalScalar's.
+  return static_cast<float>(evalScalar(op, values, attrs).toDouble());
 }
 
 }  // namespace kiln::ir
