@@ -196,4 +196,22 @@ inline llvm::Value* emitOpInstr(llvm::IRBuilder<>& ir, const Kernel& kernel, con
                                   std::span<llvm::Value* const>(operands), in.attrs);
 }
 
+/// Branches to `start` when [begin, end) is a non-empty range of a domain
+/// whose `sizes` are all positive, else to `exit` (a zero or negative size,
+/// or begin < 0, would make the index division trap or loop). In `start`,
+/// stores the multi-index of `begin` (row-major over `sizes`) into `idx`.
+inline void emitRangeStart(llvm::IRBuilder<>& ir, llvm::Value* begin, llvm::Value* end,
+                           const std::vector<llvm::Value*>& sizes, const std::vector<llvm::AllocaInst*>& idx,
+                           llvm::BasicBlock* start, llvm::BasicBlock* exit) {
+  llvm::Value* ok = ir.CreateAnd(ir.CreateICmpSLT(begin, end), ir.CreateICmpSGE(begin, ir.getInt64(0)));
+  for (llvm::Value* size : sizes) ok = ir.CreateAnd(ok, ir.CreateICmpSGT(size, ir.getInt64(0)));
+  ir.CreateCondBr(ok, start, exit);
+  ir.SetInsertPoint(start);
+  llvm::Value* rem = begin;
+  for (int d = static_cast<int>(sizes.size()) - 1; d >= 0; --d) {
+    ir.CreateStore(ir.CreateSRem(rem, sizes[d]), idx[d]);
+    if (d > 0) rem = ir.CreateSDiv(rem, sizes[d]);
+  }
+}
+
 }  // namespace kiln::codegen::llvmcg

@@ -171,17 +171,8 @@ class ReductionRenderer {
     }
     // Nothing to do for an empty range or an empty outer domain; rows of
     // no elements are fine (every pass is skipped).
-    llvm::Value* ok = ir_.CreateAnd(ir_.CreateICmpSLT(begin, end), ir_.CreateICmpSGE(begin, zero()));
-    for (int d = 0; d < outerRank; ++d) ok = ir_.CreateAnd(ok, ir_.CreateICmpSGT(sizes_[d], zero()));
-    ir_.CreateCondBr(ok, start, exit_);
-
-    // The outer multi-index of `begin`, innermost first.
-    ir_.SetInsertPoint(start);
-    llvm::Value* rem = begin;
-    for (int d = outerRank - 1; d >= 0; --d) {
-      ir_.CreateStore(ir_.CreateSRem(rem, sizes_[d]), idx[d]);
-      if (d > 0) rem = ir_.CreateSDiv(rem, sizes_[d]);
-    }
+    emitRangeStart(ir_, begin, end, std::vector<llvm::Value*>(sizes_.begin(), sizes_.begin() + outerRank), idx, start,
+                   exit_);
     ir_.CreateStore(begin, pos);
     ir_.CreateBr(rowHeader);
 

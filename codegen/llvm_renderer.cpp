@@ -111,17 +111,7 @@ class KernelRenderer {
     llvm::AllocaInst* pos = ir_.CreateAlloca(i64_, nullptr, "pos");
     // An empty range does nothing; a zero or negative size (or begin < 0)
     // would make the index division below trap or loop, so it does nothing too.
-    llvm::Value* ok = ir_.CreateAnd(ir_.CreateICmpSLT(begin, end), ir_.CreateICmpSGE(begin, ir_.getInt64(0)));
-    for (int d = 0; d < rank; ++d) ok = ir_.CreateAnd(ok, ir_.CreateICmpSGT(sizes[d], ir_.getInt64(0)));
-    ir_.CreateCondBr(ok, start, exit);
-
-    // The multi-index of `begin`, innermost dimension first.
-    ir_.SetInsertPoint(start);
-    llvm::Value* rem = begin;
-    for (int d = rank - 1; d >= 0; --d) {
-      ir_.CreateStore(ir_.CreateSRem(rem, sizes[d]), idx[d]);
-      if (d > 0) rem = ir_.CreateSDiv(rem, sizes[d]);
-    }
+    emitRangeStart(ir_, begin, end, sizes, idx, start, exit);
     ir_.CreateStore(begin, pos);
     ir_.CreateBr(rowHeader);
 
