@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "common/source_dir.h"
 #include "common/fixtures.h"
 #include "frontend/kiln.h"
 #include "ir/op_registry.h"
@@ -132,7 +133,7 @@ const std::map<std::string, std::string> kNotYetReferenced = {
 };
 
 std::filesystem::path fixtureDir() {
-  return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "reference" / "fixtures";
+  return testutil::sourceDir() / "tests" / "reference" / "fixtures";
 }
 
 /// The bit layout of a floating-point dtype.

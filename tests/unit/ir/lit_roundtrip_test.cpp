@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/source_dir.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -18,7 +19,7 @@ namespace {
 using namespace kiln;
 
 TEST(LitRoundTrip, EveryLitInputPrintsBackTheSame) {
-  const auto root = std::filesystem::path(__FILE__).parent_path() / "../../lit";
+  const auto root = testutil::sourceDir() / "tests" / "lit";
   int files = 0, graphs = 0, negatives = 0;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
     // Inputs/ holds deliberately wrong files that tests feed to irdump.

@@ -14,6 +14,7 @@
 #include <set>
 #include <string>
 
+#include "common/source_dir.h"
 #include "runtime/error.h"
 
 namespace kiln::ir {
@@ -26,7 +27,7 @@ struct DefLine {
 };
 
 std::vector<DefLine> readOpsDef() {
-  const auto path = std::filesystem::path(__FILE__).parent_path() / "../../../ir/Ops.def";
+  const auto path = testutil::sourceDir() / "ir" / "Ops.def";
   std::ifstream in(path);
   EXPECT_TRUE(in.good()) << "cannot read " << path;
   const std::regex op(R"(^KILN_OP\((\w+),\s*\"([^\"]*)\",\s*(\w+),\s*(-?\d+)\)\s*$)");

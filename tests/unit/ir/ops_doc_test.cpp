@@ -8,6 +8,7 @@
 #include <regex>
 #include <string>
 
+#include "common/source_dir.h"
 #include "ir/op_registry.h"
 
 namespace {
@@ -28,7 +29,7 @@ std::string kindName(ir::OpKind kind) {
 }
 
 TEST(OpsDoc, ListsEveryOpOfOpsDefWithItsKindAndArity) {
-  auto path = std::filesystem::path(__FILE__).parent_path() / "../../../docs/ops.md";
+  auto path = testutil::sourceDir() / "docs" / "ops.md";
   std::ifstream in(path);
   ASSERT_TRUE(in) << "cannot read " << path;
   // | `name` | kind | arity | ...

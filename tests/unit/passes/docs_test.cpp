@@ -6,12 +6,13 @@
 #include <set>
 #include <sstream>
 
+#include "common/source_dir.h"
 #include "passes/pass_manager.h"
 
 namespace {
 
 TEST(PassesDoc, EveryRegisteredPassHasASection) {
-  auto path = std::filesystem::path(__FILE__).parent_path() / "../../../docs/passes.md";
+  auto path = kiln::testutil::sourceDir() / "docs" / "passes.md";
   std::ifstream in(path);
   ASSERT_TRUE(in) << "cannot read " << path;
   std::set<std::string> sections;
