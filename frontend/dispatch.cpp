@@ -25,6 +25,7 @@
 #include <unordered_map>
 
 #include "codegen/compile_graph.h"
+#include "frontend/autograd/formulas.h"
 #include "frontend/promotion.h"
 #include "frontend/trace.h"
 #include "passes/pass_manager.h"
@@ -224,13 +225,17 @@ Tensor dispatch(ir::Op op, std::vector<Operand> operands, const ir::Attributes& 
       }
     }
     ir::Node* node = trace->graph->create(op, inputs, attrs);
-    return trace->wrap(node->output());
+    Tensor result = trace->wrap(node->output());
+    autograd::recordOp(op, operands, attrs, result);
+    return result;
   }
 
   // Scalars become 0-d tensors so that one kernel serves every scalar value.
   for (size_t i = 0; i < operands.size(); ++i)
     if (operands[i].isScalar) operands[i].tensor = scalarTensor(operands[i], want[i], first->device());
-  return runEager(op, operands, want, attrs, out);
+  Tensor result = runEager(op, operands, want, attrs, out);
+  autograd::recordOp(op, operands, attrs, result);
+  return result;
 }
 
 }  // namespace kiln::detail

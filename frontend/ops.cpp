@@ -1,6 +1,10 @@
 // The eager op functions: each is one dispatch() of its op (clamp is two).
 #include "frontend/ops.h"
 
+#include <optional>
+
+#include "frontend/autograd/function.h"
+#include "frontend/autograd/grad_mode.h"
 #include "runtime/error.h"
 
 namespace kiln {
@@ -37,7 +41,30 @@ Tensor clamp(const Tensor& x, const Operand& min, const Operand& max) {
   // The result dtype of all three, as torch.clamp promotes them; the two
   // steps then compute in it, so the order of promotion cannot matter.
   const DType dtype = detail::promotedDType(Op::maximum, std::vector<Operand>{x, min, max});
-  return minimum(maximum(x.to(dtype), min), max);
+  Tensor y;
+  {
+    NoGradGuard noGrad;
+    y = minimum(maximum(x.to(dtype), min), max);
+  }
+  // PyTorch's gradient: g to x where min <= x <= max, to min where x < min,
+  // to max where x > max (not the chain rule through maximum and minimum,
+  // which would halve it at the bounds).
+  std::vector<Tensor> inputs{x, min.isScalar ? Tensor() : min.tensor, max.isScalar ? Tensor() : max.tensor};
+  auto save = [](const Operand& o) { return o.isScalar ? std::optional<Operand>(o) : std::nullopt; };
+  autograd::attach("ClampBackward", inputs, std::span<const Tensor>(&y, 1),
+                   [sx = autograd::SavedTensor(x), smin = inputs[1].defined() ? autograd::SavedTensor(inputs[1])
+                                                                              : autograd::SavedTensor(),
+                    smax = inputs[2].defined() ? autograd::SavedTensor(inputs[2]) : autograd::SavedTensor(),
+                    lo = save(min), hi = save(max)](const std::vector<Tensor>& grads) {
+                     const char* node = "ClampBackward";
+                     const Tensor xv = sx.unpack(node), g = grads.at(0);
+                     const Operand mn = lo ? *lo : Operand(smin.unpack(node));
+                     const Operand mx = hi ? *hi : Operand(smax.unpack(node));
+                     const Tensor inside = minimum(ge(xv, mn), le(xv, mx));
+                     return std::vector<Tensor>{where(inside, g, 0.0), lo ? Tensor() : where(lt(xv, mn), g, 0.0),
+                                                hi ? Tensor() : where(gt(xv, mx), g, 0.0)};
+                   });
+  return y;
 }
 
 Tensor neg(const Tensor& x) { return detail::dispatch(Op::neg, {x}); }

@@ -37,6 +37,9 @@ using ir::Shape;
 namespace detail {
 class TraceState;
 }
+namespace autograd {
+struct Meta;
+}
 
 struct TensorImpl {
   ir::TensorType type;
@@ -45,6 +48,12 @@ struct TensorImpl {
   std::shared_ptr<runtime::Buffer> storage;  ///< null for traced tensors
   ir::Value* traced = nullptr;               ///< the IR value, while tracing
   detail::TraceState* trace = nullptr;       ///< the trace `traced` belongs to
+  /// Bumped by every in-place write; shared by a tensor and its views (and
+  /// detach()ed twins), as in PyTorch, so that autograd can tell when a
+  /// tensor it saved for backward was modified (Note [Saved tensors]).
+  std::shared_ptr<uint64_t> version = std::make_shared<uint64_t>(0);
+  bool isView = false;                       ///< shares another tensor's storage (made by a view op)
+  std::shared_ptr<autograd::Meta> autograd;  ///< null: no gradient is tracked (frontend/autograd/)
 };
 
 class Tensor {
@@ -144,7 +153,63 @@ class Tensor {
   /// each conversion does); the tensor itself when it already has it.
   Tensor to(DType dtype) const;
 
+  // Autograd (frontend/autograd/; docs/autograd.md), as torch.Tensor's.
+
+  /// Whether gradients flow to this tensor: a leaf marked with
+  /// setRequiresGrad(), or the result of an op on such tensors.
+  bool requiresGrad() const;
+  /// Marks a leaf (a tensor no op with gradients made) as one whose .grad
+  /// backward() fills; floating-point tensors only. Returns *this.
+  const Tensor& setRequiresGrad(bool requiresGrad = true) const;
+  /// The gradient backward() accumulated into this leaf (undefined until then).
+  Tensor grad() const;
+  /// Replaces the gradient (undefined: none, as optimizers' zeroGrad sets it).
+  void setGrad(const Tensor& grad) const;
+  /// Whether this is a leaf: made by the user rather than by an op on
+  /// tensors that require grad.
+  bool isLeaf() const;
+  /// Name of the backward function that made this tensor ("MulBackward"),
+  /// empty for a leaf.
+  std::string gradFnName() const;
+  /// Computes the gradients of this tensor with respect to every leaf that
+  /// requires grad and accumulates them into their grad(). `gradient` is
+  /// d(something)/d(this), of this tensor's shape; it may be omitted for a
+  /// one-element tensor (then 1). The graph is freed afterwards unless
+  /// `retainGraph`; a second backward through it is an error.
+  void backward(const Tensor& gradient = {}, bool retainGraph = false) const;
+  /// The same data (shared storage and version counter), cut off from autograd.
+  Tensor detach() const;
+  /// How many in-place writes this tensor's storage has seen.
+  uint64_t version() const;
+
+  // In-place ops (frontend/inplace.cpp): compute the op, then write the
+  // result into this tensor's elements (through its strides, so a view
+  // writes into its base) and bump the version counter. The result must have
+  // this tensor's shape (the other operand broadcasts to it) and convert to
+  // its dtype (a float result into an integer tensor is an error). With
+  // autograd: an error on a leaf that requires grad (outside NoGradGuard)
+  // and on a view of a tensor that requires grad; on other tensors the
+  // history moves to the new value.
+  const Tensor& add_(const Tensor& other, double alpha = 1.0) const;
+  const Tensor& add_(double other) const;
+  const Tensor& sub_(const Tensor& other, double alpha = 1.0) const;
+  const Tensor& sub_(double other) const;
+  const Tensor& mul_(const Tensor& other) const;
+  const Tensor& mul_(double other) const;
+  const Tensor& div_(const Tensor& other) const;
+  const Tensor& div_(double other) const;
+  const Tensor& clamp_(double min, double max) const;
+  const Tensor& relu_() const;
+  const Tensor& neg_() const;
+  const Tensor& sqrt_() const;
+  const Tensor& exp_() const;
+  /// Copies `src` (broadcast to this shape, converted to this dtype) into this tensor.
+  const Tensor& copy_(const Tensor& src) const;
+  const Tensor& fill_(double value) const;
+  const Tensor& zero_() const;
+
   TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& implPtr() const { return impl_; }
 
  private:
   /// The first element of an eager CPU tensor of dtype `dtype`, or an error

@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "frontend/autograd/formulas.h"
+#include "frontend/autograd/function.h"
 #include "frontend/dispatch.h"
 #include "frontend/promotion.h"
 #include "frontend/tensor.h"
@@ -56,21 +58,46 @@ ir::Layout layoutOf(const Tensor& x) { return {x.strides(), x.storageOffset()}; 
 
 /// A tensor of `shape` laid out as `layout` in x's storage. Traced, the
 /// `steps` applied to x's value give its value.
+/// The backward node of a view: its movement steps undone in reverse order.
+void recordView(const Tensor& x, const Tensor& view, const char* name, const std::vector<IrStep>& steps) {
+  if (!autograd::needsGrad(std::span<const Tensor>(&x, 1))) return;
+  std::vector<Shape> shapes{x.shape()};  // the input shape of each step
+  for (const IrStep& step : steps) {
+    const ir::TensorType in{x.dtype(), shapes.back(), x.device()};
+    shapes.push_back(ir::inferType(step.op, std::span<const ir::TensorType>(&in, 1), step.attrs).shape);
+  }
+  std::string node(name);
+  node[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(node[0])));
+  autograd::attach(node + "Backward", std::span<const Tensor>(&x, 1), std::span<const Tensor>(&view, 1),
+                   [steps, shapes](const std::vector<Tensor>& grads) {
+                     Tensor g = grads.at(0);
+                     for (size_t i = steps.size(); i-- > 0;)
+                       g = autograd::movementBackward(steps[i].op, steps[i].attrs, shapes[i], g);
+                     return std::vector<Tensor>{g};
+                   });
+}
+
 Tensor makeView(const Tensor& x, const char* name, const Shape& shape, ir::Layout layout,
                 const std::vector<IrStep>& steps) {
+  Tensor view;
   if (detail::TraceState* trace = traceFor(name, x)) {
     ir::Value* v = trace->valueOf(x, name);
     for (const IrStep& step : steps)
       v = trace->graph->create(step.op, std::vector<ir::Value*>{v}, step.attrs)->output();
     KILN_ASSERT(v->type().shape == shape, "{}: traced {}, computed {}", name, v->type().str(), shapeStr(shape));
-    return trace->wrap(v, std::move(layout));
+    view = trace->wrap(v, std::move(layout));
+  } else {
+    auto impl = std::make_shared<TensorImpl>();
+    impl->type = {x.dtype(), shape, x.device()};
+    impl->strides = std::move(layout.strides);
+    impl->offset = layout.offset;
+    impl->storage = x.impl()->storage;
+    view = Tensor(std::move(impl));
   }
-  auto impl = std::make_shared<TensorImpl>();
-  impl->type = {x.dtype(), shape, x.device()};
-  impl->strides = std::move(layout.strides);
-  impl->offset = layout.offset;
-  impl->storage = x.impl()->storage;
-  return Tensor(std::move(impl));
+  view.impl()->isView = true;
+  view.impl()->version = x.impl()->version;
+  recordView(x, view, name, steps);
+  return view;
 }
 
 /// `x` itself as a new tensor handle (a view of all of it).
@@ -150,8 +177,15 @@ std::unique_ptr<ir::Graph> copyGraph(const ir::TensorType& type) {
 
 /// A contiguous copy of `x`; traced, x's value (values are never aliased).
 Tensor copyOf(const char* name, const Tensor& x) {
-  if (detail::TraceState* trace = traceFor(name, x)) return trace->wrap(trace->valueOf(x, name));
-  return detail::runEagerGraph("copy", {x}, x.type(), [&] { return copyGraph(x.type()); });
+  Tensor copy;
+  if (detail::TraceState* trace = traceFor(name, x))
+    copy = trace->wrap(trace->valueOf(x, name));
+  else
+    copy = detail::runEagerGraph("copy", {x}, x.type(), [&] { return copyGraph(x.type()); });
+  autograd::attach(name == std::string("clone") ? "CloneBackward" : "ContiguousBackward", std::span<const Tensor>(&x, 1),
+                   std::span<const Tensor>(&copy, 1),
+                   [](const std::vector<Tensor>& grads) { return std::vector<Tensor>{grads.at(0)}; });
+  return copy;
 }
 }  // namespace
 
@@ -322,6 +356,10 @@ Tensor Tensor::contiguous() const {
 
 Tensor Tensor::clone() const { return copyOf("clone", *this); }
 
+namespace {
+Tensor catEager(const std::vector<Tensor>& inputs, const ir::TensorType& out, int64_t d, const ir::Attributes& attrs);
+}
+
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   KILN_CHECK(!tensors.empty(), "cat: expected a non-empty list of tensors");
   for (size_t i = 0; i < tensors.size(); ++i)
@@ -347,11 +385,31 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   std::vector<Tensor> inputs;
   for (const Tensor& t : tensors) inputs.push_back(t.to(dtype));
   const ir::Attributes attrs{{"dim", d}};
+  Tensor result;
   if (detail::TraceState* trace = detail::TraceState::current()) {
     std::vector<ir::Value*> values;
     for (const Tensor& t : inputs) values.push_back(trace->valueOf(t, "cat"));
-    return trace->wrap(trace->graph->create(Op::cat, values, attrs)->output());
+    result = trace->wrap(trace->graph->create(Op::cat, values, attrs)->output());
+  } else {
+    result = catEager(inputs, out, d, attrs);
   }
+  std::vector<int64_t> sizes;
+  for (const Tensor& t : inputs) sizes.push_back(t.shape()[d]);
+  autograd::attach("CatBackward", inputs, std::span<const Tensor>(&result, 1),
+                   [sizes, d](const std::vector<Tensor>& grads) {
+                     std::vector<Tensor> pieces;
+                     int64_t at = 0;
+                     for (int64_t size : sizes) {
+                       pieces.push_back(grads.at(0).narrow(d, at, size));
+                       at += size;
+                     }
+                     return pieces;
+                   });
+  return result;
+}
+
+namespace {
+Tensor catEager(const std::vector<Tensor>& inputs, const ir::TensorType& out, int64_t d, const ir::Attributes& attrs) {
   return detail::runEagerGraph(fmt::format("cat|{}", d), inputs, out, [&] {
     auto g = std::make_unique<ir::Graph>("eager_cat");
     std::vector<ir::Value*> values;
@@ -361,6 +419,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     return g;
   });
 }
+}  // namespace
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   KILN_CHECK(!tensors.empty(), "stack: expected a non-empty list of tensors");

@@ -77,6 +77,37 @@ const Tolerance kTolerances[] = {
      "measured 3 (at x = -16.89; 2 ulp on 0.1%): 1/(1+exp(-x)) rounds three times in both, with different exps"},
 };
 
+/// How close kiln's gradients must be to PyTorch's, for the fixtures' fixed
+/// upstream gradient: within maxUlp, or within atol in absolute value (for
+/// formulas that subtract nearly equal numbers, where ulps mean nothing).
+struct GradTolerance {
+  const char* op;
+  uint64_t maxUlp;
+  double atol;
+  const char* why;
+};
+
+// Where an input broadcasts, its gradient is a sum over up to 13 elements
+// (the fixtures' largest broadcast): PyTorch adds in f32, kiln in f64 and
+// rounds once, so the two differ by up to 13 roundings of terms of |g| <= 4:
+// 13 * 2^-24 * 4 ~ 3.1e-6.
+constexpr double kBroadcastSum = 3.1e-6;
+const GradTolerance kGradTolerances[] = {
+    {"add", 0, kBroadcastSum, "g; exact where nothing broadcasts"},
+    {"sub", 0, kBroadcastSum, "g, -g; exact where nothing broadcasts"},
+    {"mul", 0, kBroadcastSum, "g * other"},
+    {"div", 0, kBroadcastSum, "-g * ((a / b) / b) in both"},
+    {"maximum", 0, kBroadcastSum, "g, g / 2 at ties"},
+    {"minimum", 0, kBroadcastSum, "as maximum"},
+    {"neg", 0, 0, "exact"},
+    {"relu", 0, 0, "exact: 0 where y <= 0, else g (NaN passes g), as threshold_backward"},
+    {"exp", 2, 1e-37, "g * exp(x): exp within 1 ulp; kiln's exp flushes to 0 where PyTorch's is subnormal"},
+    {"log", 0, 0, "g / x: correctly rounded in both"},
+    {"sqrt", 2, 0, "g / (2 sqrt(x)): sqrt within 1 ulp of PyTorch's"},
+    {"tanh", 2, 1e-6, "g * (1 - y * y): y within 1 ulp, cancellation where |y| is near 1"},
+    {"sigmoid", 2, 0, "g * (1 - y) * y: y within 3 ulp"},
+};
+
 /// The inputs of one output element (after broadcasting) and both results.
 struct Element {
   std::vector<uint64_t> in;  ///< bits of each input (a scalar's in the op's dtype)
@@ -226,6 +257,8 @@ struct Summary {
   uint64_t maxUlp = 0;
   std::string worst = "-";
   std::map<const Deviation*, int> deviations;
+  int64_t gradValues = 0;  ///< gradient elements compared
+  uint64_t gradMaxUlp = 0;
 };
 
 /// Bits in hex, with the value when the dtype is f32 or f64.
@@ -335,6 +368,54 @@ void checkCase(const FixtureCase& c, const OpFn& fn, Summary& summary) {
                     << std::dec;
 }
 
+/// kiln's gradients for the case's inputs (backward() with the fixture's
+/// upstream gradient) against PyTorch's.
+void checkGradients(const FixtureCase& c, const OpFn& fn, Summary& summary) {
+  const GradTolerance* tol = nullptr;
+  for (const GradTolerance& t : kGradTolerances)
+    if (c.op == t.op) tol = &t;
+  ASSERT_NE(tol, nullptr) << "no gradient tolerance in kGradTolerances for " << c.op;
+  const DType dtype = dtypeOfCase(c);
+  const Format fmt = formatOf(c.dtype);
+  std::vector<detail::Operand> operands;
+  std::vector<Tensor> leaves;
+  for (const FixtureTensor& in : c.inputs) {
+    if (in.isScalar) {
+      operands.emplace_back(in.scalar);
+    } else {
+      leaves.push_back(toKiln(in, dtype).setRequiresGrad());
+      operands.emplace_back(leaves.back());
+    }
+  }
+  fn(operands).backward(toKiln(c.upstream, dtype));
+  size_t leaf = 0;
+  int failures = 0;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    if (c.inputs[i].isScalar) continue;
+    const Tensor g = leaves[leaf++].grad();
+    ASSERT_TRUE(g.defined()) << "no gradient for input " << i;
+    ASSERT_EQ(g.shape(), c.grads[i]->shape);
+    const std::vector<uint64_t> got = bitsOf(g);
+    for (size_t k = 0; k < got.size(); ++k) {
+      const uint64_t want = c.grads[i]->bits[k];
+      ++summary.gradValues;
+      if (isNan(want, fmt) || isNan(got[k], fmt)) {
+        if (isNan(want, fmt) && isNan(got[k], fmt)) continue;
+      } else {
+        const uint64_t ulp = ulpDistance(want, got[k], fmt);
+        summary.gradMaxUlp = std::max(summary.gradMaxUlp, ulp);
+        const double diff = std::abs(static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(want))) -
+                                     static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(got[k]))));
+        if (ulp <= tol->maxUlp || diff <= tol->atol) continue;
+      }
+      if (++failures <= 10)
+        ADD_FAILURE() << c.name << " [" << c.expr << "] gradient of input " << i << " element " << k << ": PyTorch "
+                      << show(want, c.dtype) << ", kiln " << show(got[k], c.dtype) << " (bound " << tol->maxUlp
+                      << " ulp or " << tol->atol << ")";
+    }
+  }
+}
+
 class ReferenceTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ReferenceTest, MatchesPyTorch) {
@@ -350,7 +431,10 @@ TEST_P(ReferenceTest, MatchesPyTorch) {
   auto fn = kOps.find(op);
   ASSERT_NE(fn, kOps.end()) << "no kiln function in kOps for " << op;
   std::map<std::string, Summary> byDtype;
-  for (const FixtureCase& c : fixture.cases) checkCase(c, fn->second, byDtype[c.dtype]);
+  for (const FixtureCase& c : fixture.cases) {
+    checkCase(c, fn->second, byDtype[c.dtype]);
+    if (c.dtype == "f32") checkGradients(c, fn->second, byDtype[c.dtype]);
+  }
 
   for (const auto& [dtype, s] : byDtype) {
     const Tolerance* tol = toleranceFor(op, dtype);
@@ -359,6 +443,8 @@ TEST_P(ReferenceTest, MatchesPyTorch) {
                 static_cast<unsigned long long>(s.maxUlp), static_cast<unsigned long long>(tol ? tol->maxUlp : 0),
                 s.worst.c_str());
     for (const auto& [d, n] : s.deviations) std::printf("[reference]   %d known deviations: %s\n", n, d->what);
+    std::printf("[reference] %s %s gradients: %lld values, max %llu ulp\n", op.c_str(), dtype.c_str(),
+                static_cast<long long>(s.gradValues), static_cast<unsigned long long>(s.gradMaxUlp));
   }
   for (const Deviation& d : kDeviations) {
     if (op != d.op) continue;
@@ -400,8 +486,7 @@ TEST(ReferenceFixtures, EveryFixtureFileHasATolerance) {
   EXPECT_EQ(files, static_cast<int>(referencedOps().size()));
 }
 
-TEST(ReferenceFixtures, TheGradientsAreThereForAutograd) {
-  // Not compared yet (no autograd); this keeps their shapes honest until then.
+TEST(ReferenceFixtures, EveryCaseHasGradients) {
   for (const std::string& op : referencedOps()) {
     Fixture f = testutil::loadFixture((fixtureDir() / (op + ".json")).string());
     for (const FixtureCase& c : f.cases) {

@@ -1,0 +1,92 @@
+// backward(): runs the tape from the roots to the leaves.
+//
+// The nodes reachable from the roots are counted by how many edges lead into
+// each (its dependencies); a node runs when every gradient it will receive
+// has arrived (Kahn's order), with grad mode off, and the gradients it
+// returns are added into the buffers of the nodes its edges lead to. A node
+// whose output received nothing gets zeros of that output's type. Without
+// retainGraph, each node frees what it saved after it ran.
+#include <deque>
+#include <unordered_map>
+
+#include "frontend/autograd/function.h"
+#include "frontend/autograd/grad_mode.h"
+#include "frontend/autograd/node.h"
+#include "frontend/ops.h"
+#include "runtime/error.h"
+
+namespace kiln::autograd {
+
+namespace {
+
+struct Pending {
+  int dependencies = 0;
+  std::vector<Tensor> grads;  ///< one per output of the node
+};
+
+void addInto(std::vector<Tensor>& buffer, int index, const Tensor& g) {
+  if (buffer.size() <= static_cast<size_t>(index)) buffer.resize(index + 1);
+  Tensor& slot = buffer[index];
+  slot = slot.defined() ? slot + g : g;
+}
+
+}  // namespace
+
+void runBackward(const std::vector<Tensor>& roots, const std::vector<Tensor>& rootGrads, bool retainGraph) {
+  std::unordered_map<Node*, Pending> pending;
+  std::vector<std::shared_ptr<Node>> start;
+  // Count dependencies over everything reachable from the roots.
+  std::vector<Node*> stack;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    Edge e = gradientEdge(roots[i]);
+    KILN_CHECK(e.node,
+               "backward: {} does not require grad and has no grad_fn (mark a leaf with setRequiresGrad(), and do "
+               "not compute the loss under a NoGradGuard)",
+               roots[i].str());
+    if (pending.emplace(e.node.get(), Pending{}).second) stack.push_back(e.node.get());
+    start.push_back(e.node);
+  }
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->next) {
+      if (!e.node) continue;
+      auto [it, inserted] = pending.emplace(e.node.get(), Pending{});
+      it->second.dependencies++;
+      if (inserted) stack.push_back(e.node.get());
+    }
+  }
+  for (size_t i = 0; i < roots.size(); ++i) {
+    Edge e = gradientEdge(roots[i]);
+    addInto(pending[e.node.get()].grads, e.inputNr, rootGrads[i]);
+  }
+
+  NoGradGuard noGrad;
+  std::deque<std::shared_ptr<Node>> ready;
+  for (const auto& n : start)
+    if (pending[n.get()].dependencies == 0 && std::find(ready.begin(), ready.end(), n) == ready.end())
+      ready.push_back(n);
+  while (!ready.empty()) {
+    std::shared_ptr<Node> node = ready.front();
+    ready.pop_front();
+    Pending& p = pending[node.get()];
+    std::vector<Tensor> grads = std::move(p.grads);
+    grads.resize(node->outputTypes.size());
+    for (size_t i = 0; i < grads.size(); ++i)
+      if (!grads[i].defined()) {
+        const ir::TensorType& t = node->outputTypes[i];
+        grads[i] = zeros(t.shape, t.dtype, t.device);
+      }
+    std::vector<Tensor> inputGrads = node->apply(grads);
+    if (!retainGraph) node->release();
+    for (size_t i = 0; i < node->next.size(); ++i) {
+      const Edge& e = node->next[i];
+      if (!e.node) continue;
+      Pending& q = pending[e.node.get()];
+      if (i < inputGrads.size() && inputGrads[i].defined()) addInto(q.grads, e.inputNr, inputGrads[i]);
+      if (--q.dependencies == 0) ready.push_back(e.node);
+    }
+  }
+}
+
+}  // namespace kiln::autograd

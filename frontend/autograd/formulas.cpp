@@ -1,0 +1,327 @@
+// Gradient formulas of the registry ops (docs/ops.md, column "gradient").
+//
+// Each formula follows PyTorch's derivatives.yaml, in the same order of
+// operations where that decides the rounding (div's other: -g * ((a / b) /
+// b); sigmoid: g * (1 - y) * y), so that gradients can be compared with
+// PyTorch's at tight tolerances. Formulas return gradients in the dtype and
+// broadcast shape the op computed in; attach() sums and converts them to
+// each input's shape and dtype.
+#include "frontend/autograd/formulas.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "frontend/autograd/function.h"
+#include "frontend/ops.h"
+#include "frontend/reductions.h"
+#include "runtime/error.h"
+
+namespace kiln::autograd {
+
+namespace {
+using detail::Operand;
+using ir::Op;
+
+/// An op's operands as its formula sees them: scalars as they were, tensors
+/// saved (Note [Saved tensors]) only when the formula reads them.
+class Args {
+ public:
+  Args(std::span<const Operand> operands, std::string node) : node_(std::move(node)) {
+    for (const Operand& o : operands) operands_.push_back(o.isScalar ? o : Operand(Tensor()));
+    saved_.resize(operands.size());
+    originals_.assign(operands.begin(), operands.end());
+  }
+  /// Saves operand `i` (a tensor) for the formula.
+  void save(size_t i) {
+    if (!originals_[i].isScalar) saved_[i] = SavedTensor(originals_[i].tensor);
+  }
+  /// Whether operand `i` is a tensor that requires grad (its gradient is wanted).
+  bool needs(size_t i) const { return !originals_[i].isScalar && originals_[i].tensor.requiresGrad(); }
+  /// Operand i: its scalar, or the saved tensor.
+  Operand operator[](size_t i) const {
+    if (operands_[i].isScalar) return operands_[i];
+    return saved_[i].unpack(node_);
+  }
+  const std::string& node() const { return node_; }
+  void dropOriginals() { originals_.clear(); }
+
+ private:
+  std::vector<Operand> operands_;
+  std::vector<SavedTensor> saved_;
+  std::vector<Operand> originals_;
+  std::string node_;
+};
+
+/// g with the reduced dims of a reduction of an input of shape `in` put back
+/// as size 1 (when the reduction dropped them), ready to broadcast.
+Tensor unreduce(const Tensor& g, Op op, const ir::TensorType& in, const ir::Attributes& attrs) {
+  const ir::ReductionShape rs = ir::reductionShape(op, in, attrs);
+  if (rs.keepdim) return g;
+  return g.reshape(ir::reducedShape(in.shape, rs.dims, true));
+}
+
+int64_t reducedCount(Op op, const ir::TensorType& in, const ir::Attributes& attrs) {
+  int64_t n = 1;
+  for (int d : ir::reductionShape(op, in, attrs).dims) n *= in.shape[d];
+  return n;
+}
+
+std::string nodeName(Op op) {
+  std::string name(ir::opName(op));
+  std::string out;
+  bool upper = true;
+  for (char c : name) {
+    if (c == '_') {
+      upper = true;
+      continue;
+    }
+    out += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+    upper = false;
+  }
+  return out + "Backward";
+}
+
+/// The formula for `op`: gradients of all operands from g, or nullptr when
+/// the op has no gradient. `args` saves what the formula reads.
+using Formula = std::function<std::vector<Tensor>(const Tensor& g)>;
+
+Formula formulaFor(Op op, const ir::Attributes& attrs, std::shared_ptr<Args> a, const Tensor& result,
+                   const ir::TensorType& in0) {
+  switch (op) {
+    case Op::add: return [](const Tensor& g) { return std::vector<Tensor>{g, g}; };
+    case Op::sub: return [](const Tensor& g) { return std::vector<Tensor>{g, neg(g)}; };
+    // Each operand is saved only when the other's gradient needs it (as
+    // PyTorch), so that `y.mul_(2)` does not save y and then overwrite it.
+    case Op::mul: {
+      const bool da = a->needs(0), db = a->needs(1);
+      if (da) a->save(1);
+      if (db) a->save(0);
+      return [a, da, db](const Tensor& g) {
+        return std::vector<Tensor>{da ? mul(g, (*a)[1]) : Tensor(), db ? mul(g, (*a)[0]) : Tensor()};
+      };
+    }
+    case Op::div: {
+      const bool da = a->needs(0), db = a->needs(1);
+      if (da || db) a->save(1);
+      if (db) a->save(0);
+      return [a, da, db](const Tensor& g) {
+        const Operand y = (*a)[1];
+        return std::vector<Tensor>{da ? div(g, y) : Tensor(), db ? mul(neg(g), div(div((*a)[0], y), y)) : Tensor()};
+      };
+    }
+    case Op::maximum:
+    case Op::minimum: {
+      a->save(0), a->save(1);
+      const bool isMax = op == Op::maximum;
+      // PyTorch: where(a == b, g / 2, g), zero where the other side wins;
+      // NaN on either side passes g to both.
+      return [a, isMax](const Tensor& g) {
+        const Operand x = (*a)[0], y = (*a)[1];
+        const Tensor split = where(eq(x, y), div(g, 2.0), g);
+        const Tensor xLoses = isMax ? lt(x, y) : gt(x, y);
+        const Tensor yLoses = isMax ? gt(x, y) : lt(x, y);
+        return std::vector<Tensor>{where(xLoses, 0.0, split), where(yLoses, 0.0, split)};
+      };
+    }
+    case Op::neg: return [](const Tensor& g) { return std::vector<Tensor>{neg(g)}; };
+    case Op::relu: {
+      auto y = std::make_shared<SavedTensor>(result);
+      // PyTorch's threshold_backward: 0 where y <= 0, else g (NaN passes g).
+      return [y, a](const Tensor& g) { return std::vector<Tensor>{where(le(y->unpack(a->node()), 0.0), 0.0, g)}; };
+    }
+    case Op::exp: {
+      auto y = std::make_shared<SavedTensor>(result);
+      return [y, a](const Tensor& g) { return std::vector<Tensor>{mul(g, y->unpack(a->node()))}; };
+    }
+    case Op::log:
+      a->save(0);
+      return [a](const Tensor& g) { return std::vector<Tensor>{div(g, (*a)[0])}; };
+    case Op::sqrt: {
+      auto y = std::make_shared<SavedTensor>(result);
+      return [y, a](const Tensor& g) { return std::vector<Tensor>{div(g, mul(y->unpack(a->node()), 2.0))}; };
+    }
+    case Op::tanh: {
+      auto y = std::make_shared<SavedTensor>(result);
+      return [y, a](const Tensor& g) {
+        const Tensor t = y->unpack(a->node());
+        return std::vector<Tensor>{mul(g, sub(1.0, mul(t, t)))};
+      };
+    }
+    case Op::sigmoid: {
+      auto y = std::make_shared<SavedTensor>(result);
+      return [y, a](const Tensor& g) {
+        const Tensor s = y->unpack(a->node());
+        return std::vector<Tensor>{mul(mul(g, sub(1.0, s)), s)};
+      };
+    }
+    case Op::cast: return [](const Tensor& g) { return std::vector<Tensor>{g}; };
+    case Op::where:
+      a->save(0);
+      return [a](const Tensor& g) {
+        const Tensor c = (*a)[0].tensor;
+        return std::vector<Tensor>{Tensor(), where(c, g, 0.0), where(c, 0.0, g)};
+      };
+    case Op::sum:
+      return [op, attrs, in0](const Tensor& g) {
+        return std::vector<Tensor>{unreduce(g, op, in0, attrs).expand(in0.shape)};
+      };
+    case Op::mean:
+      return [op, attrs, in0](const Tensor& g) {
+        const double n = static_cast<double>(reducedCount(op, in0, attrs));
+        return std::vector<Tensor>{div(unreduce(g, op, in0, attrs).expand(in0.shape), n)};
+      };
+    case Op::amax:
+    case Op::amin: {
+      a->save(0);
+      auto y = std::make_shared<SavedTensor>(result);
+      // PyTorch: g split evenly among the elements equal to the result.
+      return [a, y, op, attrs, in0](const Tensor& g) {
+        const ir::ReductionShape rs = ir::reductionShape(op, in0, attrs);
+        std::vector<int64_t> dims(rs.dims.begin(), rs.dims.end());
+        const Tensor mask = eq((*a)[0].tensor, unreduce(y->unpack(a->node()), op, in0, attrs));
+        const Tensor count = sum(mask, dims, true);
+        return std::vector<Tensor>{mul(div(unreduce(g, op, in0, attrs), count), mask)};
+      };
+    }
+    case Op::var: {
+      a->save(0);
+      return [a, op, attrs, in0](const Tensor& g) {
+        const ir::ReductionShape rs = ir::reductionShape(op, in0, attrs);
+        std::vector<int64_t> dims(rs.dims.begin(), rs.dims.end());
+        const double n = static_cast<double>(reducedCount(op, in0, attrs));
+        const double correction = static_cast<double>(ir::intAttr(attrs, "correction", "var", 1));
+        const Tensor x = (*a)[0].tensor;
+        const Tensor centered = sub(x, mean(x, dims, true));
+        return std::vector<Tensor>{mul(mul(unreduce(g, op, in0, attrs), 2.0 / (n - correction)), centered)};
+      };
+    }
+    // No gradient: integer or bool results, and constants.
+    case Op::eq:
+    case Op::ne:
+    case Op::lt:
+    case Op::le:
+    case Op::gt:
+    case Op::ge:
+    case Op::argmax:
+    case Op::constant: return nullptr;
+    // Not dispatched: views record movementBackward, cat its own node, and
+    // fusion nodes exist only after passes.
+    case Op::reshape:
+    case Op::transpose:
+    case Op::slice:
+    case Op::expand:
+    case Op::cat:
+    case Op::fusion: break;
+  }
+  KILN_ASSERT(false, "autograd: {} is not recorded through dispatch()", ir::opName(op));
+  return nullptr;
+}
+
+/// Zeros of `shape` except the elements start, start + step, ... of dim
+/// `d`, which are g: slice's backward, as cats so that it also traces.
+Tensor sliceBackward(const Tensor& g, const Shape& in, int64_t d, int64_t start, int64_t end, int64_t step) {
+  Tensor spread = g;
+  const int64_t n = g.shape()[d];
+  if (step > 1 && n > 0) {
+    Shape gaps = g.shape();
+    gaps.insert(gaps.begin() + d + 1, step - 1);
+    Tensor wide = cat({g.unsqueeze(d + 1), zeros(gaps, g.dtype(), g.device())}, d + 1);
+    Shape flat = g.shape();
+    flat[d] = n * step;
+    spread = wide.reshape(flat).narrow(d, 0, std::min(n * step, end - start));
+  }
+  std::vector<Tensor> parts;
+  auto zerosAlong = [&](int64_t size) {
+    Shape s = in;
+    s[d] = size;
+    return zeros(s, g.dtype(), g.device());
+  };
+  if (start > 0) parts.push_back(zerosAlong(start));
+  parts.push_back(spread);
+  const int64_t after = in[d] - start - spread.shape()[d];
+  if (after > 0) parts.push_back(zerosAlong(after));
+  return parts.size() == 1 ? spread : cat(parts, d);
+}
+
+}  // namespace
+
+bool isDifferentiable(Op op) {
+  switch (op) {
+    case Op::eq:
+    case Op::ne:
+    case Op::lt:
+    case Op::le:
+    case Op::gt:
+    case Op::ge:
+    case Op::argmax:
+    case Op::constant: return false;
+    case Op::add:
+    case Op::sub:
+    case Op::mul:
+    case Op::div:
+    case Op::maximum:
+    case Op::minimum:
+    case Op::neg:
+    case Op::relu:
+    case Op::exp:
+    case Op::log:
+    case Op::sqrt:
+    case Op::tanh:
+    case Op::sigmoid:
+    case Op::cast:
+    case Op::where:
+    case Op::reshape:
+    case Op::transpose:
+    case Op::slice:
+    case Op::expand:
+    case Op::cat:
+    case Op::sum:
+    case Op::mean:
+    case Op::amax:
+    case Op::amin:
+    case Op::var:
+    case Op::fusion: return true;
+  }
+  return false;
+}
+
+void recordOp(Op op, std::span<const Operand> operands, const ir::Attributes& attrs, const Tensor& result) {
+  std::vector<Tensor> inputs;
+  std::vector<size_t> positions;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (operands[i].isScalar) continue;
+    inputs.push_back(operands[i].tensor);
+    positions.push_back(i);
+  }
+  if (!isDifferentiable(op) || !isFloatingPoint(result.dtype()) || !needsGrad(inputs)) return;
+  auto args = std::make_shared<Args>(operands, nodeName(op));
+  Formula f = formulaFor(op, attrs, args, result, inputs.at(0).type());
+  args->dropOriginals();
+  if (!f) return;
+  attach(args->node(), inputs, std::span<const Tensor>(&result, 1),
+         [f = std::move(f), positions](const std::vector<Tensor>& grads) {
+           std::vector<Tensor> all = f(grads.at(0));
+           std::vector<Tensor> out;
+           for (size_t p : positions) out.push_back(all.at(p));
+           return out;
+         });
+}
+
+Tensor movementBackward(Op op, const ir::Attributes& attrs, const Shape& in, const Tensor& g) {
+  if (op == Op::reshape) return g.reshape(in);
+  if (op == Op::transpose) {
+    const std::vector<int64_t>& perm = ir::intListAttr(attrs, "perm", "transpose");
+    std::vector<int64_t> inverse(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) inverse[perm[i]] = static_cast<int64_t>(i);
+    return g.permute(inverse);
+  }
+  if (op == Op::slice)
+    return sliceBackward(g, in, ir::intAttr(attrs, "dim", "slice"), ir::intAttr(attrs, "start", "slice"),
+                         ir::intAttr(attrs, "end", "slice"), ir::intAttr(attrs, "step", "slice"));
+  KILN_ASSERT(op == Op::expand, "movementBackward: {} is not a view op", ir::opName(op));
+  return sumToShape(g, in);
+}
+
+}  // namespace kiln::autograd

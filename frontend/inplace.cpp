@@ -1,0 +1,159 @@
+// In-place ops (Tensor::add_, mul_, copy_, ...; frontend/tensor.h).
+//
+// Note [In-place ops]
+// An in-place op computes its result out of place, through the ordinary op
+// (so eager and traced code, promotion and gradients are the ops' own),
+// converts it to the tensor's dtype and writes it into the tensor's
+// elements through its strides — a view writes into its base — then bumps
+// the version counter that the tensor shares with its views, so that a
+// tensor autograd saved and that was overwritten is detected at backward
+// (Note [Saved tensors]). When nothing else can see the old storage (no
+// view, no saved tensor, no other handle) and the result's storage is
+// equally private, the tensor takes the result's storage instead of copying
+// it. Under autograd the tensor's history moves to the result's node. Not
+// supported (errors that say so): in-place on a leaf that requires grad
+// while grad mode is on (as PyTorch), on a view of, or into a view from,
+// tensors that require grad, and on a view while tracing.
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "frontend/autograd/grad_mode.h"
+#include "frontend/autograd/node.h"
+#include "frontend/ops.h"
+#include "frontend/tensor.h"
+#include "frontend/trace.h"
+#include "runtime/error.h"
+#include "runtime/thread_pool.h"
+
+namespace kiln {
+
+namespace {
+
+/// Whether a result of `from` may be written into a tensor of `to`, as
+/// PyTorch's canCast: not a float into an integer or bool, not a number into bool.
+bool canCast(DType from, DType to) {
+  if (isFloatingPoint(from) && !isFloatingPoint(to)) return false;
+  if (from != DType::boolean && to == DType::boolean) return false;
+  return true;
+}
+
+/// Copies the contiguous elements of `src` into `dst` through dst's strides.
+void writeElements(const Tensor& dst, const Tensor& src) {
+  const int64_t n = dst.numel(), size = itemSize(dst.dtype());
+  if (n == 0) return;
+  auto* base = static_cast<char*>(dst.impl()->storage->data()) + dst.storageOffset() * size;
+  const auto* from = static_cast<const char*>(src.impl()->storage->data()) + src.storageOffset() * size;
+  if (dst.isContiguous()) {
+    runtime::ThreadPool::instance().parallelFor(n, 1 << 16, [&](int64_t begin, int64_t end) {
+      std::memcpy(base + begin * size, from + begin * size, static_cast<size_t>((end - begin) * size));
+    });
+    return;
+  }
+  const Shape& sizes = dst.shape();
+  const ir::Strides& st = dst.strides();
+  std::vector<int64_t> index(sizes.size(), 0);
+  int64_t at = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(base + at * size, from + i * size, static_cast<size_t>(size));
+    for (int d = dst.dim() - 1; d >= 0; --d) {
+      at += st[d];
+      if (++index[d] < sizes[d]) break;
+      at -= st[d] * sizes[d];
+      index[d] = 0;
+    }
+  }
+}
+
+const Tensor& writeInPlace(const Tensor& self, const char* name, Tensor result) {
+  KILN_CHECK(result.shape() == self.shape(),
+             "{}: the result {} does not fit {} (an in-place op does not broadcast the tensor it writes)", name,
+             result.str(), self.str());
+  KILN_CHECK(canCast(result.dtype(), self.dtype()), "{}: result type {} cannot be cast to the dtype of {}", name,
+             dtypeName(result.dtype()), self.str());
+  TensorImpl* impl = self.impl();
+  if (isGradEnabled()) {
+    const autograd::Meta* meta = impl->autograd.get();
+    KILN_CHECK(!(meta && meta->requiresGrad && !meta->gradFn),
+               "{}: {} is a leaf that requires grad and cannot be modified in place while gradients are recorded "
+               "(wrap the update in a kiln::NoGradGuard)",
+               name, self.str());
+    KILN_CHECK(!impl->isView || !(self.requiresGrad() || result.requiresGrad()),
+               "{}: in-place ops on a view with gradients are not supported; {} is a view (write into a clone, or "
+               "under a kiln::NoGradGuard)",
+               name, self.str());
+  }
+  if (result.dtype() != self.dtype()) result = result.to(self.dtype());
+  if (impl->traced) {
+    KILN_CHECK(!impl->isView,
+               "{}: in-place ops on a view are not supported while tracing (kiln::compile); {} is a view", name,
+               self.str());
+    KILN_CHECK(result.impl()->trace == impl->trace, "{}: {} belongs to another trace", name, self.str());
+    impl->traced = result.impl()->traced;
+    impl->strides = result.strides();
+    impl->offset = result.storageOffset();
+  } else {
+    KILN_CHECK(!result.isTraced(),
+               "{}: cannot write a value computed while tracing into {}, which lives outside the trace", name,
+               self.str());
+    if (!result.isContiguous()) result = result.contiguous();
+    const bool privateSelf = !impl->isView && impl->storage.use_count() == 1 && impl->offset == 0 &&
+                             self.isContiguous() && impl->version.use_count() == 1;
+    const bool privateResult = result.impl()->storage.use_count() == 1 && result.storageOffset() == 0 &&
+                               result.impl()->storage->bytes() == impl->storage->bytes();
+    if (privateSelf && privateResult)
+      impl->storage = result.impl()->storage;
+    else
+      writeElements(self, result);
+  }
+  ++*impl->version;
+  if (isGradEnabled() || result.requiresGrad()) {
+    autograd::Meta* rm = result.impl()->autograd.get();
+    if (rm && rm->gradFn) {
+      autograd::Meta& meta = autograd::metaOf(self);
+      meta.gradFn = rm->gradFn;
+      meta.outputNr = rm->outputNr;
+    } else if (impl->autograd && impl->autograd->gradFn) {
+      impl->autograd->gradFn = nullptr;  // overwritten by a value without history: a constant now
+    }
+  }
+  return self;
+}
+
+}  // namespace
+
+const Tensor& Tensor::add_(const Tensor& other, double alpha) const {
+  return writeInPlace(*this, "add_", alpha == 1.0 ? add(*this, other) : add(*this, mul(other, alpha)));
+}
+const Tensor& Tensor::add_(double other) const { return writeInPlace(*this, "add_", add(*this, other)); }
+const Tensor& Tensor::sub_(const Tensor& other, double alpha) const {
+  return writeInPlace(*this, "sub_", alpha == 1.0 ? sub(*this, other) : sub(*this, mul(other, alpha)));
+}
+const Tensor& Tensor::sub_(double other) const { return writeInPlace(*this, "sub_", sub(*this, other)); }
+const Tensor& Tensor::mul_(const Tensor& other) const { return writeInPlace(*this, "mul_", mul(*this, other)); }
+const Tensor& Tensor::mul_(double other) const { return writeInPlace(*this, "mul_", mul(*this, other)); }
+const Tensor& Tensor::div_(const Tensor& other) const { return writeInPlace(*this, "div_", div(*this, other)); }
+const Tensor& Tensor::div_(double other) const { return writeInPlace(*this, "div_", div(*this, other)); }
+const Tensor& Tensor::clamp_(double min, double max) const {
+  return writeInPlace(*this, "clamp_", clamp(*this, min, max));
+}
+const Tensor& Tensor::relu_() const { return writeInPlace(*this, "relu_", relu(*this)); }
+const Tensor& Tensor::neg_() const { return writeInPlace(*this, "neg_", neg(*this)); }
+const Tensor& Tensor::sqrt_() const { return writeInPlace(*this, "sqrt_", sqrt(*this)); }
+const Tensor& Tensor::exp_() const { return writeInPlace(*this, "exp_", exp(*this)); }
+
+const Tensor& Tensor::copy_(const Tensor& src) const {
+  KILN_CHECK(src.defined(), "copy_: the source is an undefined tensor");
+  KILN_CHECK(src.device() == device(), "copy_: cannot copy {} into {} across devices", src.str(), str());
+  // copy_ converts from any dtype, unlike the arithmetic in-place ops.
+  Tensor from = src.expand(shape());  // errors name expand's rules
+  return writeInPlace(*this, "copy_", from.dtype() == dtype() ? from : from.to(dtype()));
+}
+
+const Tensor& Tensor::fill_(double value) const {
+  KILN_CHECK(defined(), "fill_: use of an undefined tensor");
+  return writeInPlace(*this, "fill_", full(shape(), value, dtype(), device()));
+}
+const Tensor& Tensor::zero_() const { return fill_(0.0); }
+
+}  // namespace kiln
