@@ -9,6 +9,7 @@
 
 #include "frontend/autograd/autograd.h"
 #include "frontend/compile.h"
+#include "frontend/losses.h"
 #include "frontend/ops.h"
 #include "frontend/reductions.h"
 #include "frontend/tensor.h"

@@ -62,9 +62,15 @@ class Reader {
  public:
   Reader(std::string path, std::string text) : path_(std::move(path)), s_(std::move(text)) {}
 
-  Fixture read() {
+  /// The whole text as one JSON document.
+  Json document() {
     Json doc = value();
     if (skip(), pos_ != s_.size()) fail("line " + line() + ": trailing characters after the document");
+    return doc;
+  }
+
+  Fixture read() {
+    Json doc = document();
     where_ = "top";
     if (get(doc, "format", Json::number).num != 1) fail("unknown format version");
     Fixture f{path_,
@@ -205,14 +211,24 @@ class Reader {
 
 }  // namespace fixtures_detail
 
-/// Reads one fixture file; throws std::runtime_error naming the file when it
-/// is missing or malformed.
-inline Fixture loadFixture(const std::string& path) {
+/// The text of a fixture file; throws std::runtime_error naming it when missing.
+inline std::string fixtureText(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream text;
   if (!in || !(text << in.rdbuf()))
-    fixtures_detail::Reader(path, "").fail("cannot be read (regenerate with tests/reference/make_fixtures.py)");
-  return fixtures_detail::Reader(path, text.str()).read();
+    fixtures_detail::Reader(path, "").fail("cannot be read (regenerate it with its script in tests/reference/)");
+  return text.str();
+}
+
+/// Reads one fixture file; throws std::runtime_error naming the file when it
+/// is missing or malformed.
+inline Fixture loadFixture(const std::string& path) { return fixtures_detail::Reader(path, fixtureText(path)).read(); }
+
+using JsonValue = fixtures_detail::Json;
+
+/// Any JSON file (other fixtures' formats), parsed; errors as loadFixture's.
+inline JsonValue loadJson(const std::string& path) {
+  return fixtures_detail::Reader(path, fixtureText(path)).document();
 }
 
 }  // namespace kiln::testutil

@@ -527,7 +527,7 @@ TEST(ReferenceFixtures, AMissingFileIsAnErrorNamingIt) {
     message = e.what();
   }
   EXPECT_EQ(message,
-            "fixture /nonexistent/exp.json: cannot be read (regenerate with tests/reference/make_fixtures.py)");
+            "fixture /nonexistent/exp.json: cannot be read (regenerate it with its script in tests/reference/)");
 }
 
 TEST(ReferenceFixtures, AMalformedFileNamesTheProblem) {
