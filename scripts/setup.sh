@@ -35,6 +35,9 @@ if ((${#missing[@]})); then
   "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+# The datasets of the examples (data/digits.csv for examples/train_digits.cpp).
+scripts/fetch_data.sh
+
 werror=OFF
 if [[ -n ${CI:-} && ${CI} != false && ${CI} != 0 ]]; then werror=ON; fi
 
