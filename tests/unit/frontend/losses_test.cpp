@@ -1,87 +1,14 @@
-// cross_entropy, nll_loss and mse_loss against PyTorch (the values and input
-// gradients in tests/reference/functional/losses.json, written by
-// tests/reference/make_loss_fixtures.py), gradcheck, compiled == eager, and
-// errors.
+// cross_entropy, nll_loss and mse_loss: gradcheck, compiled == eager, and
+// errors (values and gradients against PyTorch's: functional_reference_test.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "common/error_of.h"
-#include "common/fixtures.h"
-#include "common/source_dir.h"
 #include "frontend/kiln.h"
 
 namespace kiln {
 namespace {
-
-using testutil::JsonValue;
-
-const JsonValue& field(const JsonValue& j, const std::string& name) {
-  auto it = j.fields.find(name);
-  if (it == j.fields.end()) throw std::runtime_error("losses.json: missing field " + name);
-  return it->second;
-}
-
-Tensor tensorOf(const JsonValue& j) {
-  if (j.kind == JsonValue::null) return {};
-  Shape shape;
-  for (const JsonValue& d : field(j, "shape").items) shape.push_back(static_cast<int64_t>(d.num));
-  std::vector<double> data;
-  for (const JsonValue& v : field(j, "data").items) data.push_back(v.num);
-  if (field(j, "kind").str == "int") {
-    std::vector<int64_t> ints(data.begin(), data.end());
-    return fromVector(ints, shape);
-  }
-  return fromVector(data, shape).to(DType::f32);
-}
-
-Reduction reductionOf(const JsonValue& kwargs) {
-  auto it = kwargs.fields.find("reduction");
-  if (it == kwargs.fields.end() || it->second.str == "mean") return Reduction::mean;
-  return it->second.str == "sum" ? Reduction::sum : Reduction::none;
-}
-
-double numberOr(const JsonValue& kwargs, const char* name, double fallback) {
-  auto it = kwargs.fields.find(name);
-  return it == kwargs.fields.end() ? fallback : it->second.num;
-}
-
-Tensor runLoss(const std::string& fn, const JsonValue& kwargs, const Tensor& x, const Tensor& target,
-               const Tensor& weight) {
-  const Reduction r = reductionOf(kwargs);
-  const auto ignore = static_cast<int64_t>(numberOr(kwargs, "ignore_index", -100));
-  if (fn == "cross_entropy") return crossEntropy(x, target, {weight, ignore, r, numberOr(kwargs, "label_smoothing", 0)});
-  if (fn == "nll_loss") return nllLoss(x, target, {weight, ignore, r});
-  if (fn == "mse_loss") return mseLoss(x, target, r);
-  throw std::runtime_error("losses.json: unknown function " + fn);
-}
-
-/// |kiln - PyTorch| <= 2e-6 * max(1, |PyTorch|): log_softmax's exp and log are
-/// within 1 ulp of PyTorch's, sums are in f64 (PyTorch's in f32).
-void expectClose(const Tensor& got, const Tensor& want, const std::string& what) {
-  ASSERT_EQ(got.shape(), want.shape()) << what;
-  const std::vector<float> g = got.toVector(), w = want.toVector();
-  for (size_t i = 0; i < g.size(); ++i)
-    EXPECT_LE(std::abs(g[i] - w[i]), 2e-6 * std::max(1.0f, std::abs(w[i])))
-        << what << " element " << i << ": kiln " << g[i] << ", PyTorch " << w[i];
-}
-
-TEST(Losses, MatchPyTorch) {
-  const JsonValue doc =
-      testutil::loadJson((testutil::sourceDir() / "tests" / "reference" / "functional" / "losses.json").string());
-  int cases = 0;
-  for (const JsonValue& c : field(doc, "cases").items) {
-    const std::string name = field(c, "name").str, fn = field(c, "fn").str;
-    SCOPED_TRACE(name);
-    Tensor x = tensorOf(field(c, "input")).setRequiresGrad();
-    Tensor y = runLoss(fn, field(c, "kwargs"), x, tensorOf(field(c, "target")), tensorOf(field(c, "weight")));
-    expectClose(y, tensorOf(field(c, "output")), name + " output");
-    y.backward(tensorOf(field(c, "upstream")));
-    expectClose(x.grad(), tensorOf(field(c, "grad_input")), name + " gradient");
-    ++cases;
-  }
-  EXPECT_EQ(cases, 17);
-}
 
 TEST(Losses, Gradcheck) {
   Generator gen(7);
