@@ -23,15 +23,17 @@ namespace kiln::codegen {
 struct CompiledCpuKernel {
   runtime::CpuKernelFn fn = nullptr;
   std::shared_ptr<const void> keepAlive;
-  double compileMs = 0;  ///< render + optimize + machine code, wall clock
+  double compileMs = 0;  ///< render + optimize + machine code (or disk load) + link, wall clock
+  bool fromDiskCache = false;  ///< loaded from the disk cache (codegen/disk_cache.h), not compiled
 };
 
 /// LLVM IR text of the kernel, before (optimized=false) or after the O3
 /// pipeline for the host CPU. Throws kiln::InternalError on a malformed kernel.
 std::string renderLlvmIr(const Kernel& kernel, bool optimized = false);
 
-/// Renders, optimizes (O3, host CPU and features) and JIT-compiles. Safe to
-/// call from several threads. Throws kiln::InternalError on a malformed kernel
+/// Renders, optimizes (O3, host CPU and features) and JIT-compiles, or loads
+/// the object code from the disk cache when it holds it. Safe to call from
+/// several threads. Throws kiln::InternalError on a malformed kernel
 /// and kiln::Error naming the kernel when LLVM fails.
 CompiledCpuKernel compileCpuKernel(const Kernel& kernel);
 

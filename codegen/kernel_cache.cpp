@@ -22,6 +22,7 @@ std::shared_ptr<const CompiledCpuKernel> KernelCache::cpu(const Kernel& kernel) 
   auto compiled = std::make_shared<const CompiledCpuKernel>(compileCpuKernel(kernel));
   std::lock_guard lock(mutex_);
   stats_.misses++;
+  stats_.diskHits += compiled->fromDiskCache;
   stats_.compileMs += compiled->compileMs;
   return cpu_.emplace(std::move(key), compiled).first->second;
 }

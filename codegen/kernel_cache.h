@@ -18,8 +18,9 @@ namespace kiln::codegen {
 
 struct KernelCacheStats {
   int64_t hits = 0;
-  int64_t misses = 0;       ///< kernels compiled
-  double compileMs = 0;     ///< total time spent compiling
+  int64_t misses = 0;     ///< kernels not in memory: compiled, or loaded from the disk cache
+  int64_t diskHits = 0;   ///< of the misses, those loaded from the disk cache
+  double compileMs = 0;   ///< total time spent compiling or loading
 };
 
 class KernelCache {

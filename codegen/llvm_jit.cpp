@@ -9,6 +9,14 @@
 // queries, which is not thread-safe. LLVM is built without exceptions: every
 // llvm::Error stops here and becomes a kiln::Error that names the kernel.
 //
+// Kernels go through the disk cache (codegen/disk_cache.h) as object code:
+// a miss renders, optimizes and emits an object file with the same
+// TargetMachine settings the JIT uses, stores it, and links it into the JIT;
+// a hit links the stored object, skipping the optimizer and instruction
+// selection. Both paths run the same bytes. The key holds the target
+// description, the pipeline and the unoptimized IR, so kiln's renderers can
+// change without stale entries.
+//
 // The TargetMachine uses FPOpFusion::Strict, and the IR carries no fast-math
 // flags, so neither the optimizer nor instruction selection forms an FMA
 // (Note [Eager equals compiled] in ir/scalar_formulas.h).
@@ -17,9 +25,12 @@
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/DataLayout.h>
+#include <llvm/IR/LegacyPassManager.h>
 #include <llvm/Passes/OptimizationLevel.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/Error.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/raw_ostream.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Target/TargetOptions.h>
@@ -31,10 +42,12 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "codegen/cpu_compiler.h"
+#include "codegen/disk_cache.h"
 #include "codegen/llvm_module.h"
 #include "runtime/error.h"
 
@@ -156,6 +169,49 @@ void optimizeModule(llvm::Module& module) {
 
 }  // namespace llvmcg
 
+namespace llvmcg {
+namespace {
+
+/// What else than the IR the object code depends on; bump when the
+/// optimization pipeline or the object emission changes.
+constexpr const char* kPipeline = "O3 loop+slp vectorize, interleave, unroll; object file v1";
+
+/// The optimized module as an object file; the caller holds jit.mutex.
+std::string emitObjectLocked(Jit& jit, llvm::Module& module, const std::string& name) {
+  optimizeLocked(jit, module);
+  llvm::SmallVector<char, 0> buffer;
+  llvm::raw_svector_ostream out(buffer);
+  llvm::legacy::PassManager passes;
+  if (jit.machine->addPassesToEmitFile(passes, out, nullptr, llvm::CodeGenFileType::ObjectFile))
+    fail("llvm: the target machine cannot emit an object file for kernel {}", name);
+  passes.run(module);
+  return std::string(buffer.begin(), buffer.end());
+}
+
+/// Links `object` into a new JITDylib and finds `name` in it; the caller
+/// holds jit.mutex.
+CompiledCpuKernel linkLocked(Jit& jit, const std::string& object, const std::string& name) {
+  auto dylib = jit.lljit->createJITDylib(name + "#" + std::to_string(jit.nextDylib++));
+  if (!dylib) fail("llvm: cannot create a JITDylib for kernel {}: {}", name, llvm::toString(dylib.takeError()));
+  // On failure the dylib goes away again, under the lock we already hold.
+  auto failWith = [&](const char* what, llvm::Error err) {
+    std::string message = llvm::toString(std::move(err));
+    llvm::consumeError(jit.lljit->getExecutionSession().removeJITDylib(*dylib));
+    fail("llvm: cannot {} kernel {}: {}", what, name, message);
+  };
+  if (llvm::Error err = jit.lljit->addObjectFile(*dylib, llvm::MemoryBuffer::getMemBufferCopy(object, name)))
+    failWith("add to the JIT", std::move(err));
+  auto symbol = jit.lljit->lookup(*dylib, name);
+  if (!symbol) failWith("link", symbol.takeError());
+  CompiledCpuKernel compiled;
+  compiled.fn = symbol->toPtr<runtime::CpuKernelFn>();
+  compiled.keepAlive = std::make_shared<const LoadedKernel>(&jit, &*dylib);
+  return compiled;
+}
+
+}  // namespace
+}  // namespace llvmcg
+
 CompiledCpuKernel compileCpuKernel(const Kernel& kernel) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
@@ -164,26 +220,21 @@ CompiledCpuKernel compileCpuKernel(const Kernel& kernel) {
 
   auto context = std::make_unique<llvm::LLVMContext>();
   std::unique_ptr<llvm::Module> module = llvmcg::renderModule(kernel, *context);
+  std::string key = cpuTargetDescription() + "\n" + llvmcg::kPipeline + "\n";
+  llvm::raw_string_ostream keyOut(key);
+  module->print(keyOut, nullptr);
+  keyOut.flush();
 
+  DiskCache& disk = DiskCache::instance();
+  std::optional<std::string> object = disk.load(key);
+  const bool fromDisk = object.has_value();
   std::lock_guard<std::mutex> lock(jit.mutex);
-  llvmcg::optimizeLocked(jit, *module);
-  auto dylib = jit.lljit->createJITDylib(kernel.name + "#" + std::to_string(jit.nextDylib++));
-  if (!dylib) fail("llvm: cannot create a JITDylib for kernel {}: {}", kernel.name, llvm::toString(dylib.takeError()));
-  // On failure the dylib goes away again, under the lock we already hold.
-  auto failWith = [&](const char* what, llvm::Error err) {
-    std::string message = llvm::toString(std::move(err));
-    llvm::consumeError(jit.lljit->getExecutionSession().removeJITDylib(*dylib));
-    fail("llvm: cannot {} kernel {}: {}", what, kernel.name, message);
-  };
-  llvm::orc::ThreadSafeModule tsm(std::move(module), llvm::orc::ThreadSafeContext(std::move(context)));
-  if (llvm::Error err = jit.lljit->addIRModule(*dylib, std::move(tsm))) failWith("add to the JIT", std::move(err));
-  // The lookup materializes the module: instruction selection runs here.
-  auto symbol = jit.lljit->lookup(*dylib, kernel.name);
-  if (!symbol) failWith("compile", symbol.takeError());
-
-  CompiledCpuKernel compiled;
-  compiled.fn = symbol->toPtr<runtime::CpuKernelFn>();
-  compiled.keepAlive = std::make_shared<const llvmcg::LoadedKernel>(&jit, &*dylib);
+  if (!fromDisk) {
+    object = llvmcg::emitObjectLocked(jit, *module, kernel.name);
+    disk.store(key, *object);
+  }
+  CompiledCpuKernel compiled = llvmcg::linkLocked(jit, *object, kernel.name);
+  compiled.fromDiskCache = fromDisk;
   compiled.compileMs = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   return compiled;
 }

@@ -20,6 +20,7 @@
 #include <string_view>
 
 #include "codegen/codegen.h"
+#include "codegen/disk_cache.h"
 #include "frontend/kiln.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
@@ -78,6 +79,8 @@ void printHelp() {
                "  --remarks                 print why each pair of ops was fused or not\n"
                "  --pass-statistics         print what each pass did\n"
                "  --pass-timing             print how long each pass took\n"
+               "  --clear-kernel-cache      remove the compiled kernels of the disk cache ($KILN_CACHE_DIR,\n"
+               "                            else ~/.cache/kiln) and exit\n"
                "  --help                    this text\n"
                "\n"
                "exit codes: 0 success, 1 invalid input, 2 bad usage, 3 an internal error (a kiln bug)\n"
@@ -115,6 +118,15 @@ bool parseArgs(int argc, char** argv, Options& o) {
     };
     if (a == "--help" || a == "-h") {
       printHelp();
+      std::exit(0);
+    } else if (a == "--clear-kernel-cache") {
+      codegen::DiskCache& cache = codegen::DiskCache::instance();
+      if (cache.directory().empty()) {
+        std::printf("the kernel disk cache is off (KILN_CACHE_DIR=off): nothing to clear\n");
+      } else {
+        const int64_t removed = cache.clear();
+        std::printf("removed %lld kernels from %s\n", static_cast<long long>(removed), cache.directory().c_str());
+      }
       std::exit(0);
     } else if (a == "--list-examples") {
       for (const auto& m : tools::models()) std::printf("%-20s %s\n", m.name.c_str(), m.summary.c_str());
