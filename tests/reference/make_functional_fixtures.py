@@ -46,6 +46,14 @@ FUNCTIONS = {
     "log_softmax": lambda x, dim: torch.log_softmax(x, dim),
     "layer_norm": lambda x, w=None, b=None, normalized_shape=None, eps=1e-5: F.layer_norm(x, normalized_shape, w, b, eps),
     "clamp": lambda x, min, max: torch.clamp(x, min, max),
+    "where": lambda c, a, b: torch.where(c != 0, a, b),
+    "cat": lambda a, b, dim: torch.cat([a, b], dim),
+    "stack": lambda a, b, dim: torch.stack([a, b], dim),
+    "slice": lambda x, dim, start, end, step: x[(slice(None),) * dim + (slice(start, end, step),)],
+    "select": lambda x, dim, index: x.select(dim, index),
+    "permute": lambda x, dims: x.permute(dims),
+    "expand": lambda x, shape: x.expand(shape),
+    "reshape": lambda x, shape: x.transpose(0, 1).reshape(shape),
     "cross_entropy": lambda x, t, w=None, **kw: F.cross_entropy(x, t, weight=w, **kw),
     "nll_loss": lambda x, t, w=None, **kw: F.nll_loss(x, t, weight=w, **kw),
     "mse_loss": lambda x, t, **kw: F.mse_loss(x, t, **kw),
@@ -102,7 +110,7 @@ def groups():
         return torch.randint(0, c, shape, generator=g)
 
     all_floats = ["f32", "f64", "f16", "bf16"]
-    reductions, normalization, losses = [], [], []
+    reductions, normalization, losses, movement = [], [], [], []
     for dt in all_floats:
         reductions += [
             case("sum_dim1", "sum", dt, [randn(3, 5, 4)], dims=[1]),
@@ -125,6 +133,17 @@ def groups():
             case("layer_norm_plain_2d", "layer_norm", dt, [randn(2, 3, 5), None, None], normalized_shape=[3, 5]),
             case("layer_norm_offset", "layer_norm", dt, [randn(3, 32) + 5, randn(32), randn(32)], normalized_shape=[32], eps=1e-6),
             case("clamp", "clamp", dt, [randn(20)], min=-0.5, max=0.75),
+        ]
+    for dt in ["f32", "f64"]:
+        movement += [
+            case("where_broadcast", "where", dt, [classes(2, 3, 1), randn(3, 4), randn(4)]),
+            case("cat_dim1", "cat", dt, [randn(2, 3), randn(2, 2)], dim=1),
+            case("stack_dim2", "stack", dt, [randn(2, 3), randn(2, 3)], dim=2),
+            case("slice_step3", "slice", dt, [randn(3, 11)], dim=1, start=1, end=10, step=3),
+            case("select_dim0", "select", dt, [randn(4, 3)], dim=0, index=2),
+            case("permute", "permute", dt, [randn(2, 3, 4)], dims=[2, 0, 1]),
+            case("expand", "expand", dt, [randn(3, 1)], shape=[2, 3, 4]),
+            case("reshape_of_transpose", "reshape", dt, [randn(3, 4)], shape=[6, 2]),
         ]
     t = classes(5, 6)
     t_ignored = t.clone()
@@ -150,7 +169,7 @@ def groups():
             case("mse_sum", "mse_loss", dt, [randn(3, 4), randn(3, 4)], reduction="sum"),
             case("mse_none_broadcast", "mse_loss", dt, [randn(3, 4), randn(4)], reduction="none"),
         ]
-    return {"reductions": reductions, "normalization": normalization, "losses": losses}
+    return {"reductions": reductions, "normalization": normalization, "losses": losses, "movement": movement}
 
 
 def main():

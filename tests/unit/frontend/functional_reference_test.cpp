@@ -1,5 +1,5 @@
 // kiln's functions built from ops (reductions, softmax, log_softmax,
-// layer_norm, clamp, losses) against PyTorch in f32, f64, f16 and bf16:
+// layer_norm, clamp, losses) and the movement ops (views, cat, where) against PyTorch in f32, f64, f16 and bf16:
 // values and input gradients for a fixed upstream gradient, read from
 // tests/reference/functional/*.json (tests/reference/make_functional_fixtures.py).
 #include <gtest/gtest.h>
@@ -69,6 +69,21 @@ const std::map<std::string, Fn> kFunctions = {
     {"layer_norm",
      [](auto& x, auto& k) { return layerNorm(x[0], ints(k, "normalized_shape"), x[1], x[2], number(k, "eps", 1e-5)); }},
     {"clamp", [](auto& x, auto& k) { return clamp(x[0], number(k, "min", 0), number(k, "max", 0)); }},
+    {"where", [](auto& x, auto&) { return where(ne(x[0], 0), x[1], x[2]); }},
+    {"cat", [](auto& x, auto& k) { return cat({x[0], x[1]}, static_cast<int64_t>(number(k, "dim", 0))); }},
+    {"stack", [](auto& x, auto& k) { return stack({x[0], x[1]}, static_cast<int64_t>(number(k, "dim", 0))); }},
+    {"slice",
+     [](auto& x, auto& k) {
+       return x[0].slice(static_cast<int64_t>(number(k, "dim", 0)), static_cast<int64_t>(number(k, "start", 0)),
+                         static_cast<int64_t>(number(k, "end", 0)), static_cast<int64_t>(number(k, "step", 1)));
+     }},
+    {"select",
+     [](auto& x, auto& k) {
+       return x[0].select(static_cast<int64_t>(number(k, "dim", 0)), static_cast<int64_t>(number(k, "index", 0)));
+     }},
+    {"permute", [](auto& x, auto& k) { return x[0].permute(ints(k, "dims")); }},
+    {"expand", [](auto& x, auto& k) { return x[0].expand(ints(k, "shape")); }},
+    {"reshape", [](auto& x, auto& k) { return x[0].transpose(0, 1).reshape(ints(k, "shape")); }},
     {"cross_entropy",
      [](auto& x, auto& k) {
        CrossEntropyOptions o;
@@ -175,7 +190,8 @@ TEST_P(FunctionalReference, MatchesPyTorch) {
   for (const auto& [what, err] : worst) std::printf("[functional] %s: max relative error %.3g\n", what.c_str(), err);
 }
 
-INSTANTIATE_TEST_SUITE_P(Groups, FunctionalReference, ::testing::Values("reductions", "normalization", "losses"));
+INSTANTIATE_TEST_SUITE_P(Groups, FunctionalReference,
+                         ::testing::Values("reductions", "normalization", "losses", "movement"));
 
 }  // namespace
 }  // namespace kiln
