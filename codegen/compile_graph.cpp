@@ -4,10 +4,12 @@
 
 #include <fmt/format.h>
 
+#include <optional>
 #include <unordered_map>
 
 #include "codegen/kernel_cache.h"
 #include "codegen/lowering.h"
+#include "codegen/lowering_library.h"
 #include "codegen/lowering_reduction.h"
 #include "runtime/error.h"
 
@@ -17,6 +19,19 @@ namespace {
 // Kernels split across threads in ranges of whole cache lines; tensors below
 // this many elements run on one thread.
 constexpr int64_t kGrain = 32768;
+
+/// Whether `v` is read only by library calls, directly or through more
+/// views, and is not returned.
+bool readByLibraryCallsOnly(const ir::Value* v) {
+  if (v->graph()->isOutput(v)) return false;
+  for (const ir::Use& use : v->uses()) {
+    const ir::Node* user = use.user;
+    if (user->info().kind == ir::OpKind::library) continue;
+    if (ir::isViewOp(user->op()) && readByLibraryCallsOnly(user->output())) continue;
+    return false;
+  }
+  return true;
+}
 }  // namespace
 
 bool supports(const ir::Node& node, std::string* why) {
@@ -55,6 +70,11 @@ bool supports(const ir::Node& node, std::string* why) {
     case ir::Op::transpose:
     case ir::Op::slice:
     case ir::Op::expand:
+      // Note [Library calls read views]: a view read only by library calls
+      // is an alias of its input's slot with other strides.
+      if (readByLibraryCallsOnly(node.output())) return true;
+      return no(
+          "movement ops run inside fusion nodes, unless only library calls read them (run fuse-elementwise first)");
     case ir::Op::cat: return no("movement ops run inside fusion nodes (run fuse-elementwise first)");
     case ir::Op::sum:
     case ir::Op::mean:
@@ -62,6 +82,9 @@ bool supports(const ir::Node& node, std::string* why) {
     case ir::Op::amin:
     case ir::Op::argmax:
     case ir::Op::var: return true;  // a kernel of one reduction (codegen/lowering_reduction.cpp)
+    case ir::Op::matmul:
+    case ir::Op::index_select:
+    case ir::Op::index_add: return true;  // a library call (codegen/lowering_library.cpp)
   }
   return no("unknown op");
 }
@@ -105,6 +128,34 @@ runtime::Executable compileGraph(const ir::Graph& graph, std::span<const ir::Str
       auto it = layout.find(in);
       inputs.push_back(it != layout.end() ? it->second : ir::contiguousLayout(in->type().shape));
     }
+    if (ir::isViewOp(n->op())) {
+      // Note [Library calls read views]: no step, the same slot seen
+      // through the view's strides and offset.
+      std::optional<ir::Layout> moved = ir::movedLayout(n->op(), n->attrs(), n->input(0)->type().shape, inputs[0]);
+      KILN_CHECK(moved.has_value(), "codegen: {} of {} cannot be read as a view (run fuse-elementwise first)",
+                 ir::opName(n->op()), n->input(0)->type().str());
+      slot[n->output()] = slot.at(n->input(0));
+      layout[n->output()] = std::move(*moved);
+      continue;
+    }
+    if (n->info().kind == ir::OpKind::library) {
+      LoweredCall lowered = lowerLibrary(*n, inputs);
+      runtime::LibraryStep step;
+      step.name = std::move(lowered.name);
+      step.fn = lowered.fn;
+      step.args = std::move(lowered.args);
+      bool offsets = false;
+      for (int i = 0; i < n->numInputs(); ++i) {
+        step.slots.push_back(slot.at(n->input(i)));
+        step.offsets.push_back(inputs[i].offset * itemSize(n->input(i)->type().dtype));
+        offsets = offsets || inputs[i].offset != 0;
+      }
+      step.slots.push_back(newSlot(n->output(), n->output()->type().numel()));
+      step.offsets.push_back(0);
+      if (!offsets) step.offsets.clear();
+      exe.steps.emplace_back(std::move(step));
+      continue;
+    }
     std::vector<int> outSlots;
     for (const ir::Value* out : n->outputs()) outSlots.push_back(newSlot(out, out->type().numel()));
     for (LoweredKernel& lowered : lowerKernels(*n, inputs)) {
@@ -125,7 +176,7 @@ runtime::Executable compileGraph(const ir::Graph& graph, std::span<const ir::Str
       step.grain = lowered.kernel.isReduction() ? reductionGrain(lowered.kernel, lowered.launch) : kGrain;
       step.args = std::move(lowered.launch.args);
       step.numel = lowered.launch.numel;
-      exe.steps.push_back(std::move(step));
+      exe.steps.emplace_back(std::move(step));
     }
   }
   for (const ir::Value* out : graph.outputs()) exe.outputSlots.push_back(slot.at(out));

@@ -1,12 +1,21 @@
 // From a fused graph to a runtime::Executable (DESIGN.md §2 steps 4-5).
 //
-// Every node of the graph must be a fusion node or a reduction (or a
-// constant read only by fusion nodes): compileGraph() lowers each to its
+// Every node of the graph must be a fusion node, a reduction or a library
+// call (or a constant read only by fusion nodes, or a view op read only by
+// library calls): compileGraph() lowers each fusion and reduction to its
 // Kernels (one; one per input for a cat; a reduction is a kernel of its
-// own, codegen/lowering_reduction.h), gets them compiled through the kernel
-// cache and lays out buffer slots — the graph's inputs, then one slot per
-// node result. A backend that cannot run a node says so up front
-// (supports()), before anything is compiled.
+// own, codegen/lowering_reduction.h) and gets them compiled through the
+// kernel cache, lowers each library call to a runtime::LibraryStep
+// (codegen/lowering_library.h), and lays out buffer slots — the graph's
+// inputs, then one slot per node result. A backend that cannot run a node
+// says so up front (supports()), before anything is compiled.
+//
+// Note [Library calls read views]: a library call takes each operand with
+// its strides (a transposed weight goes to BLAS with the transposed flag,
+// an expanded batch dim is a stride of 0), so a view op read only by
+// library calls needs no copy. fuse-elementwise leaves such view chains in
+// place (when strides can express them), and here each is an alias: its
+// value shares its input's slot, with the layout ir::movedLayout gives.
 #pragma once
 
 #include <span>

@@ -84,6 +84,14 @@ std::vector<DType> operandDTypes(ir::Op op, std::span<const Operand> operands) {
     want[0] = operands[0].isScalar ? scalarCategoryDType(operands[0]) : operands[0].tensor.dtype();
     return want;
   }
+  // Library calls take their operands as they are (matmul of f32 and f64 is
+  // an error in PyTorch too, and an index stays an integer); the registry
+  // checks their dtypes.
+  if (ir::opInfo(op).kind == ir::OpKind::library) {
+    for (size_t i = 0; i < operands.size(); ++i)
+      want[i] = operands[i].isScalar ? scalarCategoryDType(operands[i]) : operands[i].tensor.dtype();
+    return want;
+  }
   const DType common = promotedDType(op, operands);
   for (size_t i = 0; i < operands.size(); ++i) {
     const bool condition = op == ir::Op::where && i == 0;  // not promoted: it must be bool

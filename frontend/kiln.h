@@ -9,6 +9,8 @@
 
 #include "frontend/autograd/autograd.h"
 #include "frontend/compile.h"
+#include "frontend/indexing.h"
+#include "frontend/linalg.h"
 #include "frontend/losses.h"
 #include "frontend/ops.h"
 #include "frontend/reductions.h"

@@ -95,6 +95,9 @@ bool isFloatOnly(ir::Op op) {
     case ir::Op::amin:
     case ir::Op::argmax:
     case ir::Op::var:
+    case ir::Op::matmul:
+    case ir::Op::index_select:
+    case ir::Op::index_add:
     case ir::Op::fusion: return false;
   }
   return false;

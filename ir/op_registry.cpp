@@ -7,6 +7,7 @@
 
 #include <array>
 
+#include "ir/library_rules.h"
 #include "ir/reduction_rules.h"
 #include "runtime/error.h"
 
@@ -75,6 +76,9 @@ Takes takes(Op op) {
     case Op::amin:
     case Op::argmax:
     case Op::var:
+    case Op::matmul:
+    case Op::index_select:
+    case Op::index_add:
     case Op::fusion: return Takes::any;
   }
   return Takes::any;
@@ -243,6 +247,9 @@ TensorType inferType(Op op, std::span<const TensorType> inputs, const Attributes
     case Op::amin:
     case Op::argmax:
     case Op::var: return detail::inferReduction(op, inputs, attrs);
+    case Op::matmul:
+    case Op::index_select:
+    case Op::index_add: return detail::inferLibrary(op, inputs, attrs);
     case Op::constant:
     case Op::fusion: break;
   }

@@ -51,7 +51,8 @@ std::span<const OpInfo> allOps();
 /// two values of one dtype; `cast` takes any); add, sub, mul, neg and relu
 /// reject bool, and div, exp, log, sqrt, tanh and sigmoid take floating-point
 /// dtypes only. Comparisons give bool, cast its attribute `dtype`.
-/// Reductions (ir/reduction_rules.cpp): see Ops.def and docs/ops.md.
+/// Reductions (ir/reduction_rules.cpp) and library calls
+/// (ir/library_rules.cpp): see Ops.def and docs/ops.md.
 /// Throws kiln::Error naming the op and the input types. Not for fusion
 /// (its types are its body's) nor constant (its type is its creator's).
 TensorType inferType(Op op, std::span<const TensorType> inputs, const Attributes& attrs);

@@ -241,6 +241,9 @@ typename B::V emitOp(B& b, Op op, DType outType, std::span<const typename B::V> 
     case Op::amin:
     case Op::argmax:
     case Op::var:
+    case Op::matmul:
+    case Op::index_select:
+    case Op::index_add:
     case Op::fusion: break;
   }
   KILN_ASSERT(false, "op {} has no scalar formula", opName(op));

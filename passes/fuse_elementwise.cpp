@@ -29,9 +29,17 @@
 //   transpose that merges the swapped dimensions) is cut before that
 //   reshape: the part above is materialized by a copy kernel, and the
 //   reshape reads the copy, which is contiguous.
-// - A view op whose result is returned, or read by anything but a view op
-//   or a fusion that took it in, is materialized: a fusion whose body is its
-//   chain, one copy kernel.
+// - A view op whose result is returned, or read by anything but a view op,
+//   a fusion that took it in or a library call, is materialized: a fusion
+//   whose body is its chain, one copy kernel. Library calls (matmul, ...)
+//   read their operands through strides themselves (Note [Library calls
+//   read views] in codegen/compile_graph.h), so a chain into one stays in
+//   place, unless its root is a constant (which has no buffer).
+//
+// Library calls are fusion boundaries (DESIGN.md §5): they are never
+// grouped, their operands and results are materialized, and elementwise
+// ops on either side fuse among themselves (matmul -> add -> relu is the
+// matmul and one fusion of add and relu).
 // - A cat is a fusion of its own with its inputs' chains in its body
 //   (codegen: one copy kernel per input, each into its slice of the result).
 //   So stack, a cat of unsqueezed inputs, copies each input once.
@@ -210,6 +218,7 @@ Node* outline(Graph& graph, const std::vector<Node*>& members, const std::vector
 }
 
 bool isView(const Node* n) { return n && ir::isViewOp(n->op()); }
+bool isLibraryCall(const Node* n) { return n->info().kind == ir::OpKind::library; }
 
 /// The view ops from the root of v's chain (the first value not made by a
 /// view op) down to v, in order; empty when v is not made by a view op.
@@ -218,6 +227,13 @@ std::vector<Node*> chainOf(Value* v) {
   for (; isView(v->node()); v = v->node()->input(0)) chain.push_back(v->node());
   std::reverse(chain.begin(), chain.end());
   return chain;
+}
+
+/// Whether the chain of view ops ending at `v` starts at a constant.
+bool rootIsConstant(Value* v) {
+  const std::vector<Node*> chain = chainOf(v);
+  const Node* root = chain.front()->input(0)->node();
+  return root && root->op() == ir::Op::constant;
 }
 
 /// Whether a kernel can read the chain ending at `n` through strides from
@@ -357,7 +373,8 @@ bool runFuseElementwise(Graph& graph, PassContext& context) {
     for (Node* n : graph.nodes()) {
       if (!isView(n)) continue;
       bool needed = graph.isOutput(n->output());
-      for (const ir::Use& use : n->output()->uses()) needed = needed || !isView(use.user);
+      for (const ir::Use& use : n->output()->uses())
+        needed = needed || !(isView(use.user) || (isLibraryCall(use.user) && !rootIsConstant(n->output())));
       if (needed) last = n;
     }
     if (!last) break;

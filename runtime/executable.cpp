@@ -12,6 +12,12 @@ std::atomic<int64_t> gLaunches{0};
 
 int64_t kernelLaunchCount() { return gLaunches.load(std::memory_order_relaxed); }
 
+int Executable::numLibraryCalls() const {
+  int n = 0;
+  for (const Step& s : steps) n += std::holds_alternative<LibraryStep>(s) ? 1 : 0;
+  return n;
+}
+
 std::vector<std::shared_ptr<Buffer>> Executable::run(const std::vector<std::shared_ptr<Buffer>>& inputs,
                                                      const std::vector<int64_t>& inputOffsets) const {
   KILN_ASSERT(inputs.size() == inputSlots.size(), "executable got {} inputs, expects {}", inputs.size(),
@@ -35,15 +41,24 @@ std::vector<std::shared_ptr<Buffer>> Executable::run(const std::vector<std::shar
   }
 
   std::vector<void*> ptrs;
-  for (const KernelStep& step : steps) {
+  auto bind = [&](const std::vector<int>& stepSlots, const std::vector<int64_t>& offsets) {
     ptrs.clear();
-    for (size_t p = 0; p < step.slots.size(); ++p)
-      ptrs.push_back(base[step.slots[p]] + (step.offsets.empty() ? 0 : step.offsets[p]));
-    const int64_t* args = step.args.data();
-    void* const* bufs = ptrs.data();
-    CpuKernelFn fn = step.fn;
-    ThreadPool::instance().parallelFor(step.numel, step.grain,
-                                       [&](int64_t begin, int64_t end) { fn(bufs, args, begin, end); });
+    for (size_t p = 0; p < stepSlots.size(); ++p)
+      ptrs.push_back(base[stepSlots[p]] + (offsets.empty() ? 0 : offsets[p]));
+  };
+  for (const Step& s : steps) {
+    if (const auto* step = std::get_if<KernelStep>(&s)) {
+      bind(step->slots, step->offsets);
+      const int64_t* args = step->args.data();
+      void* const* bufs = ptrs.data();
+      CpuKernelFn fn = step->fn;
+      ThreadPool::instance().parallelFor(step->numel, step->grain,
+                                         [&](int64_t begin, int64_t end) { fn(bufs, args, begin, end); });
+    } else {
+      const auto& call = std::get<LibraryStep>(s);
+      bind(call.slots, call.offsets);
+      call.fn(ptrs, call.args);
+    }
     gLaunches.fetch_add(1, std::memory_order_relaxed);
   }
   std::vector<std::shared_ptr<Buffer>> outputs;

@@ -2,18 +2,22 @@
 //
 // An Executable is a list of steps over numbered buffer slots. Slots are the
 // program's inputs (bound by the caller), its outputs and its intermediates
-// (allocated here, from the device's caching allocator). A step is, for now,
-// a kernel launch: a function compiled by codegen with the kernel ABI below,
-// its buffer slots, where in each slot it starts, and its integer arguments
-// (sizes and strides). Library
-// calls, copies and collectives are further kinds of step to come. The
-// runtime knows nothing of the IR: everything a step needs is in it.
+// (allocated here, from the device's caching allocator). A step is a kernel
+// launch (a function compiled by codegen with the kernel ABI below, split
+// over the thread pool here) or a library call (a C++ function of the
+// runtime that computes a whole op: a matmul through BLAS, a gather; it
+// splits its work itself). Either names its buffer slots, where in each slot
+// it starts, and its integer arguments (sizes and strides). Copies and
+// collectives are further kinds of step to come. The runtime knows nothing
+// of the IR: everything a step needs is in it.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "runtime/allocator.h"
@@ -40,6 +44,27 @@ struct KernelStep {
   std::vector<int64_t> offsets;
 };
 
+/// The library-call ABI: `buffers` are the op's operands and then its
+/// result, each where the op reads or writes it; `args` its integer
+/// arguments, whose layout each function documents (runtime/blas.h,
+/// runtime/indexing.h). The function runs the whole op, splitting it over
+/// the ThreadPool as it sees fit, and may throw kiln::Error for what only
+/// the data can tell (an index out of range), before it writes anything.
+using LibraryFn = void (*)(std::span<void* const> buffers, std::span<const int64_t> args);
+
+struct LibraryStep {
+  std::string name;  ///< "matmul_f32", for profiles and tests
+  LibraryFn fn = nullptr;
+  std::vector<int> slots;     ///< buffer slot of each operand, then of the result
+  std::vector<int64_t> args;  ///< integer arguments
+  /// Bytes from the start of each buffer's slot to where the op reads it (a
+  /// view's offset); empty when every buffer starts at its slot.
+  std::vector<int64_t> offsets;
+};
+
+/// One step of an Executable.
+using Step = std::variant<KernelStep, LibraryStep>;
+
 struct SlotSpec {
   size_t bytes = 0;
   Device device;
@@ -50,7 +75,7 @@ class Executable {
   std::vector<SlotSpec> slots;
   std::vector<int> inputSlots;   ///< slot of each program input, in order
   std::vector<int> outputSlots;  ///< slot of each program output, in order
-  std::vector<KernelStep> steps;
+  std::vector<Step> steps;
 
   /// Runs the steps; `inputs` are bound to inputSlots in order, input i
   /// starting `inputOffsets[i]` bytes into its buffer (all 0 when empty), so
@@ -59,10 +84,14 @@ class Executable {
   std::vector<std::shared_ptr<Buffer>> run(const std::vector<std::shared_ptr<Buffer>>& inputs,
                                            const std::vector<int64_t>& inputOffsets = {}) const;
 
+  /// Steps one run launches: kernels and library calls.
   int numKernels() const { return static_cast<int>(steps.size()); }
+  /// Of numKernels(), the library calls.
+  int numLibraryCalls() const;
 };
 
-/// Kernels launched by this process so far, for kiln-bench and tests.
+/// Kernels and library calls launched by this process so far, for
+/// kiln-bench and tests.
 int64_t kernelLaunchCount();
 
 }  // namespace kiln::runtime

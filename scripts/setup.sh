@@ -13,12 +13,12 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # libedit, zlib, zstd, libxml2 and libcurl, so their -dev packages come too.
 # llvm-19-tools has FileCheck and lit. clang and libclang-rt-14-dev build the
 # libFuzzer target of the IR parser (tests/fuzz); graphviz renders
-# `irdump --dot-png`.
+# `irdump --dot-png`. libopenblas-dev is the CPU BLAS behind matmul.
 packages=(
   cmake ninja-build ccache g++ python3
   llvm-19-dev llvm-19-tools
   clang libclang-rt-14-dev graphviz
-  libfmt-dev libgtest-dev
+  libfmt-dev libgtest-dev libopenblas-dev
   zlib1g-dev libzstd-dev libedit-dev libxml2-dev libcurl4-openssl-dev libffi-dev
 )
 missing=()

@@ -54,6 +54,19 @@ const std::vector<Model>& table() {
       {"softmax", "softmax over the last dim of f32[8192,1024]: amax, sub, exp, sum, div",
        [](const std::vector<Tensor>& in) { return std::vector<Tensor>{softmax(in[0], -1)}; },
        {f32({8192, 1024})}},
+      {"matmul", "matmul of f32[1024,1024] by f32[1024,1024]: one BLAS call",
+       [](const std::vector<Tensor>& in) { return std::vector<Tensor>{matmul(in[0], in[1])}; },
+       {f32({1024, 1024}), f32({1024, 1024})}},
+      {"linear", "linear(x, w): f32[256,784] times the transpose of f32[1024,784], the MLP's first layer; BLAS reads w transposed",
+       [](const std::vector<Tensor>& in) { return std::vector<Tensor>{linear(in[0], in[1])}; },
+       {f32({256, 784}), f32({1024, 784})}},
+      {"mlp", "the MLP's forward pass: relu(linear) 784 -> 1024 -> 1024, then linear to 10, batch 256 (matmuls between kernels)",
+       [](const std::vector<Tensor>& in) {
+         Tensor h = relu(linear(in[0], in[1], in[2]));
+         h = relu(linear(h, in[3], in[4]));
+         return std::vector<Tensor>{linear(h, in[5], in[6])};
+       },
+       {f32({256, 784}), f32({1024, 784}), f32({1024}), f32({1024, 1024}), f32({1024}), f32({10, 1024}), f32({10})}},
       {"layernorm", "layer norm over the last dim of f32[8192,1024] with weight and bias (two-pass mean and variance)",
        [](const std::vector<Tensor>& in) { return std::vector<Tensor>{layerNorm(in[0], {1024}, in[1], in[2])}; },
        {f32({8192, 1024}), f32({1024}), f32({1024})}},

@@ -13,6 +13,7 @@
 #include <map>
 #include <regex>
 
+#include "runtime/blas.h"
 #include "runtime/thread_pool.h"
 #include "tools/kiln-bench/measure.h"
 #include "tools/kiln-bench/options.h"
@@ -57,6 +58,10 @@ int run(const Options& options) {
   Machine machine;
   machine.cpu = cpuModelName();
   machine.threads = kiln::runtime::ThreadPool::instance().numThreads();
+  machine.blas = fmt::format("{}, threads: {}", kiln::runtime::blasInfo(),
+                             kiln::runtime::blasThreading() == kiln::runtime::BlasThreading::pool
+                                 ? "kiln's pool (KILN_BLAS_THREADING=pool)"
+                                 : "OpenBLAS's own (KILN_BLAS_THREADING=blas)");
   RunPolicy policy;
   policy.repeats = options.repeats;
   std::vector<Result> results;

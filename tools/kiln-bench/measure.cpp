@@ -142,6 +142,7 @@ int64_t tensorBytes(const std::vector<Tensor>& tensors) {
 Result runWorkload(const Workload& w, const RunPolicy& policy) {
   Result r;
   r.name = w.name;
+  r.flops = w.flops;
   const std::vector<Tensor> inputs = w.makeInputs();
   r.inputBytes = tensorBytes(inputs);
   // The copy is the size of the largest input, and at least 64 MiB: well

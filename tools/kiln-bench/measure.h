@@ -64,6 +64,7 @@ struct Result {
   int64_t copyBytes = 0;                          ///< size of the yardstick's copy
   std::vector<double> copySamplesGbps;            ///< each yardstick copy, GB/s
   double copyGbps = 0;                            ///< median of copySamplesGbps
+  double flops = 0;                               ///< per call (Workload::flops); 0: not counted
   bool matches = false;                           ///< compiled output equals eager bit for bit
   std::string mismatch;                           ///< where they differ, when they do
 
@@ -72,6 +73,8 @@ struct Result {
   double eagerGbps() const { return static_cast<double>(bytes()) / (eagerMs * 1e6); }
   double compiledGbps() const { return static_cast<double>(bytes()) / (compiledMs * 1e6); }
   double percentOfCopy() const { return 100.0 * compiledGbps() / copyGbps; }
+  double eagerGflops() const { return flops / (eagerMs * 1e6); }
+  double compiledGflops() const { return flops / (compiledMs * 1e6); }
 };
 
 /// Bytes of the tensors' storage (numel times item size), summed.

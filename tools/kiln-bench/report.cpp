@@ -54,14 +54,19 @@ void printTable(std::ostream& os, const Machine& machine, const std::vector<Resu
                           mib(c.bytes), c.samples);
   os << fmt::format("machine: {}{} threads, copy bandwidth (read+write) {}\n",
                     machine.cpu.empty() ? "" : machine.cpu + ", ", machine.threads, copies.empty() ? "n/a" : copies);
-  os << fmt::format("{:<12} {:>10} {:>11} {:>8} {:>10} {:>13} {:>9} {:>9} {:>13} {:>16} {:>10}\n", "workload",
-                    "eager ms", "compiled ms", "speedup", "eager GB/s", "compiled GB/s", "copy GB/s", "% of copy",
-                    "kernels eager", "kernels compiled", "compile ms");
+  if (!machine.blas.empty()) os << fmt::format("blas: {}\n", machine.blas);
+  os << fmt::format("{:<12} {:>10} {:>11} {:>8} {:>10} {:>13} {:>9} {:>9} {:>13} {:>16} {:>10} {:>13} {:>16}\n",
+                    "workload", "eager ms", "compiled ms", "speedup", "eager GB/s", "compiled GB/s", "copy GB/s",
+                    "% of copy", "kernels eager", "kernels compiled", "compile ms", "eager GFLOP/s",
+                    "compiled GFLOP/s");
+  auto gflops = [](const Result& r, double v) { return r.flops > 0 ? fmt::format("{:.1f}", v) : std::string("-"); };
   for (const Result& r : results) {
     os << fmt::format(
-        "{:<12} {:>10.2f} {:>11.2f} {:>7.2f}x {:>10.2f} {:>13.2f} {:>9.2f} {:>8.1f}% {:>13} {:>16} {:>10.1f}{}\n",
+        "{:<12} {:>10.2f} {:>11.2f} {:>7.2f}x {:>10.2f} {:>13.2f} {:>9.2f} {:>8.1f}% {:>13} {:>16} {:>10.1f} {:>13} "
+        "{:>16}{}\n",
         r.name, r.eagerMs, r.compiledMs, r.speedup(), r.eagerGbps(), r.compiledGbps(), r.copyGbps, r.percentOfCopy(),
-        r.kernelsEager, r.kernelsCompiled, r.compileMs, r.matches ? "" : "  MISMATCH");
+        r.kernelsEager, r.kernelsCompiled, r.compileMs, gflops(r, r.eagerGflops()), gflops(r, r.compiledGflops()),
+        r.matches ? "" : "  MISMATCH");
   }
 }
 
@@ -92,9 +97,13 @@ std::string toJson(const Machine& machine, const std::vector<Result>& results) {
     field("output_bytes", std::to_string(r.outputBytes));
     field("eager_runs", std::to_string(r.eagerRuns));
     field("compiled_runs", std::to_string(r.compiledRuns));
+    field("flops", num(r.flops));
+    field("eager_gflops", r.flops > 0 ? num(r.eagerGflops()) : "null");
+    field("compiled_gflops", r.flops > 0 ? num(r.compiledGflops()) : "null");
     field("matches_eager", r.matches ? "true" : "false");
     field("threads", std::to_string(machine.threads));
     field("cpu", str(machine.cpu));
+    field("blas", str(machine.blas));
     out += "}";
   }
   return out + (results.empty() ? "]\n" : "\n]\n");

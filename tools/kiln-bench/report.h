@@ -13,8 +13,9 @@ namespace kiln::bench {
 
 /// What the header line says about the machine.
 struct Machine {
-  std::string cpu;  ///< model name, "" when unknown
-  int threads = 0;  ///< threads of runtime::ThreadPool
+  std::string cpu;   ///< model name, "" when unknown
+  int threads = 0;   ///< threads of runtime::ThreadPool
+  std::string blas;  ///< the BLAS and how matmul threads it
   struct Copy {
     int64_t bytes = 0;  ///< buffer size
     double gbps = 0;    ///< median over every copy of that size in the run

@@ -26,14 +26,18 @@ struct Workload {
   std::function<std::vector<Tensor>()> makeInputs;
   /// The function measured: called directly for eager, through kiln::compile for compiled.
   tools::ModelFn fn = nullptr;
+  /// Floating-point operations of one call (a multiply-add counts two), for
+  /// the GFLOP/s columns of compute-bound workloads; 0: not counted.
+  double flops = 0;
 };
 
 /// Every workload, in the order they run and print.
 const std::vector<Workload>& workloads();
 
 /// The workload of the built-in model `name`, at the input types the model
-/// declares, with standard-normal inputs. Throws when there is no such model.
-Workload fromModel(const std::string& name);
+/// declares, with standard-normal inputs, counting `flops` per call. Throws
+/// when there is no such model.
+Workload fromModel(const std::string& name, double flops = 0);
 
 /// Standard-normal f32 tensors of the given types, from a fixed seed so that
 /// every run measures the same data.

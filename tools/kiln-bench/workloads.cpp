@@ -18,19 +18,23 @@ std::vector<Tensor> randnInputs(const std::vector<ir::TensorType>& types, uint64
   return out;
 }
 
-Workload fromModel(const std::string& name) {
+Workload fromModel(const std::string& name, double flops) {
   const tools::Model* model = tools::findModel(name);
   KILN_CHECK(model, "kiln-bench: no built-in model '{}' in tools/common/models.cpp", name);
-  return Workload{model->name, model->summary, [types = model->inputs] { return randnInputs(types); }, model->fn};
+  return Workload{model->name, model->summary, [types = model->inputs] { return randnInputs(types); }, model->fn,
+                  flops};
 }
 
 const std::vector<Workload>& workloads() {
   static const std::vector<Workload> table = {
       fromModel("chain8"),       // 8 cheap elementwise ops on f32[16M]: memory-bound
       fromModel("chain8_math"),  // 8 elementwise ops with sqrt and sigmoid: compute-bound on few cores
-      fromModel("bias_relu"),  // relu(x + b), x f32[4096,4096], b f32[4096]
-      fromModel("softmax"),    // softmax over rows of f32[8192,1024]: 2 reductions, 5 kernels eager, 4 compiled
-      fromModel("layernorm"),  // layer norm over rows of f32[8192,1024] with weight and bias
+      fromModel("bias_relu"),    // relu(x + b), x f32[4096,4096], b f32[4096]
+      fromModel("softmax"),      // softmax over rows of f32[8192,1024]: 2 reductions, 5 kernels eager, 4 compiled
+      fromModel("layernorm"),    // layer norm over rows of f32[8192,1024] with weight and bias
+      fromModel("matmul", 2.0 * 1024 * 1024 * 1024),  // one sgemm, 1024^3: compute-bound, GFLOP/s
+      fromModel("linear", 2.0 * 256 * 784 * 1024),    // the MLP's first layer, w read transposed
+      fromModel("mlp", 2.0 * 256 * (784 * 1024 + 1024 * 1024 + 1024 * 10)),  // matmuls between kernels
   };
   return table;
 }

@@ -106,8 +106,9 @@ TEST(LowerReduction, CompileGraphSplitsByWholeRows) {
   OneReduction r(Op::sum, {4096, 16}, {{"dims", dims({1})}});
   runtime::Executable exe = codegen::compileGraph(r.g);
   ASSERT_EQ(exe.steps.size(), 1u);
-  EXPECT_EQ(exe.steps[0].numel, 4096);
-  EXPECT_EQ(exe.steps[0].grain, 2048) << "32768 / 16 rows";
+  const auto& step = std::get<runtime::KernelStep>(exe.steps[0]);
+  EXPECT_EQ(step.numel, 4096);
+  EXPECT_EQ(step.grain, 2048) << "32768 / 16 rows";
 }
 
 /// softmax over the last dim of x [R, C] as one fusion node, built by hand

@@ -53,8 +53,8 @@ Executable twoStepProgram(int64_t n) {
   exe.slots = {{bytes, Device::cpu()}, {bytes, Device::cpu()}, {bytes, Device::cpu()}, {bytes, Device::cpu()}};
   exe.inputSlots = {0, 1};
   exe.outputSlots = {3};
-  exe.steps.push_back({"scale_shift", &scaleShift, {0, 2}, {3, 1}, n, 16, nullptr, {}});
-  exe.steps.push_back({"add", &addKernel, {2, 1, 3}, {}, n, 16, nullptr, {}});
+  exe.steps.push_back(KernelStep{"scale_shift", &scaleShift, {0, 2}, {3, 1}, n, 16, nullptr, {}});
+  exe.steps.push_back(KernelStep{"add", &addKernel, {2, 1, 3}, {}, n, 16, nullptr, {}});
   return exe;
 }
 
@@ -95,7 +95,7 @@ TEST(Executable, InputsAreBoundWithoutCopies) {
   exe.slots = {{n * sizeof(int32_t), Device::cpu()}};
   exe.inputSlots = {0};
   exe.outputSlots = {0};
-  exe.steps.push_back({"count", &countVisits, {0}, {}, n, 64, nullptr, {}});
+  exe.steps.push_back(KernelStep{"count", &countVisits, {0}, {}, n, 64, nullptr, {}});
   auto buf = allocateBuffer(Device::cpu(), n * sizeof(int32_t));
   std::memset(buf->data(), 0, n * sizeof(int32_t));
   auto outs = exe.run({buf});
@@ -112,8 +112,8 @@ TEST(Executable, LargeDomainIsCoveredExactlyOnce) {
   exe.slots = {{n * sizeof(int32_t), Device::cpu()}};
   exe.inputSlots = {0};
   exe.outputSlots = {0};
-  exe.steps.push_back({"count", &countVisits, {0}, {}, n, 1000, nullptr, {}});
-  exe.steps.push_back({"count", &countVisits, {0}, {}, n, 1000, nullptr, {}});
+  exe.steps.push_back(KernelStep{"count", &countVisits, {0}, {}, n, 1000, nullptr, {}});
+  exe.steps.push_back(KernelStep{"count", &countVisits, {0}, {}, n, 1000, nullptr, {}});
   auto buf = allocateBuffer(Device::cpu(), n * sizeof(int32_t));
   std::memset(buf->data(), 0, n * sizeof(int32_t));
   exe.run({buf});
@@ -128,8 +128,8 @@ TEST(Executable, ProgramWithoutInputsAllocatesItsOutputs) {
   exe.slots = {{n * sizeof(float), Device::cpu()}, {n * sizeof(float), Device::cpu()}};
   exe.outputSlots = {1, 0};
   // scaleShift reads slot 0 (garbage is fine) and with args {0, 7} writes 7s.
-  exe.steps.push_back({"fill7", &scaleShift, {0, 1}, {0, 7}, n, 1, nullptr, {}});
-  exe.steps.push_back({"fill5", &scaleShift, {1, 0}, {0, 5}, n, 1, nullptr, {}});
+  exe.steps.push_back(KernelStep{"fill7", &scaleShift, {0, 1}, {0, 7}, n, 1, nullptr, {}});
+  exe.steps.push_back(KernelStep{"fill5", &scaleShift, {1, 0}, {0, 5}, n, 1, nullptr, {}});
   auto outs = exe.run({});
   ASSERT_EQ(outs.size(), 2u);
   EXPECT_NE(outs[0], outs[1]);
@@ -160,8 +160,8 @@ TEST(Executable, InputsAreReadFromTheirOffsetsAndStepsFromTheirs) {
   exe.slots = {{n * sizeof(float), Device::cpu()}, {2 * n * sizeof(float), Device::cpu()}};
   exe.inputSlots = {0};
   exe.outputSlots = {1};
-  exe.steps.push_back({"low", &scaleShift, {0, 1}, {1, 0}, n, 1, nullptr, {}});
-  exe.steps.push_back({"high", &scaleShift, {0, 1}, {10, 0}, n, 1, nullptr, {0, n * sizeof(float)}});
+  exe.steps.push_back(KernelStep{"low", &scaleShift, {0, 1}, {1, 0}, n, 1, nullptr, {}});
+  exe.steps.push_back(KernelStep{"high", &scaleShift, {0, 1}, {10, 0}, n, 1, nullptr, {0, n * sizeof(float)}});
   auto in = floats({-1, -1, 1, 2, 3});
   auto outs = exe.run({in}, {2 * sizeof(float)});
   EXPECT_EQ(std::vector<float>(data(outs[0]), data(outs[0]) + 2 * n), (std::vector<float>{1, 2, 3, 10, 20, 30}));

@@ -1,0 +1,114 @@
+// lowerLibrary: a library node to its runtime call (codegen/lowering_library.h).
+#include "codegen/lowering_library.h"
+
+#include <fmt/format.h>
+
+#include "runtime/blas.h"
+#include "runtime/error.h"
+#include "runtime/indexing.h"
+
+namespace kiln::codegen {
+
+namespace {
+/// matmul: the result's batch dims, with each operand's stride over them (0
+/// where it has no such dim or a size-1 one: broadcast).
+runtime::MatmulCall matmulCall(const ir::Node& node, std::span<const ir::Layout> inputs) {
+  const ir::TensorType& a = node.input(0)->type();
+  const ir::TensorType& b = node.input(1)->type();
+  const ir::TensorType& out = node.output()->type();
+  runtime::MatmulCall c;
+  c.dtype = out.dtype;
+  const int ra = a.rank(), rb = b.rank(), ro = out.rank();
+  c.m = a.shape[ra - 2], c.k = a.shape[ra - 1], c.n = b.shape[rb - 1];
+  c.aRowStride = inputs[0].strides[ra - 2], c.aColStride = inputs[0].strides[ra - 1];
+  c.bRowStride = inputs[1].strides[rb - 2], c.bColStride = inputs[1].strides[rb - 1];
+  auto batchStride = [](const ir::TensorType& t, const ir::Layout& l, int outDim, int outBatch) {
+    const int d = outDim - (outBatch - (t.rank() - 2));  // aligned from the right
+    return d < 0 || t.shape[d] == 1 ? int64_t{0} : l.strides[d];
+  };
+  for (int d = 0; d < ro - 2; ++d) {
+    c.batch.push_back(out.shape[d]);
+    c.aBatchStrides.push_back(batchStride(a, inputs[0], d, ro - 2));
+    c.bBatchStrides.push_back(batchStride(b, inputs[1], d, ro - 2));
+  }
+  return c;
+}
+
+runtime::IndexCall indexCall(const ir::Node& node, std::span<const ir::Layout> inputs) {
+  const ir::TensorType& x = node.input(0)->type();
+  const ir::TensorType& index = node.input(1)->type();
+  runtime::IndexCall c;
+  c.dtype = x.dtype;
+  c.indexDType = index.dtype;
+  c.dim = ir::intAttr(node.attrs(), "dim", ir::opName(node.op()));
+  c.sizes = x.shape;
+  c.strides = inputs[0].strides;
+  c.numIndices = index.shape[0];
+  c.indexStride = inputs[1].strides[0];
+  if (node.op() == ir::Op::index_add) c.sourceStrides = inputs[2].strides;
+  return c;
+}
+}  // namespace
+
+LoweredCall lowerLibrary(const ir::Node& node, std::span<const ir::Layout> inputs) {
+  KILN_ASSERT(node.info().kind == ir::OpKind::library, "lowerLibrary of {}", ir::opName(node.op()));
+  KILN_ASSERT(static_cast<int>(inputs.size()) == node.numInputs(), "{} layouts for {} operands of {}", inputs.size(),
+              node.numInputs(), ir::opName(node.op()));
+  for (int i = 0; i < node.numInputs(); ++i)
+    KILN_ASSERT(inputs[i].strides.size() == node.input(i)->type().shape.size(), "layout of operand {} of {}", i,
+                ir::opName(node.op()));
+  LoweredCall call;
+  call.name = fmt::format("{}_{}", ir::opName(node.op()), dtypeName(node.output()->type().dtype));
+  switch (node.op()) {
+    case ir::Op::matmul:
+      call.fn = &runtime::matmul;
+      call.args = matmulCall(node, inputs).encode();
+      return call;
+    case ir::Op::index_select:
+      call.fn = &runtime::indexSelect;
+      call.args = indexCall(node, inputs).encode();
+      return call;
+    case ir::Op::index_add:
+      call.fn = &runtime::indexAdd;
+      call.args = indexCall(node, inputs).encode();
+      return call;
+    case ir::Op::constant:
+    case ir::Op::add:
+    case ir::Op::sub:
+    case ir::Op::mul:
+    case ir::Op::div:
+    case ir::Op::maximum:
+    case ir::Op::minimum:
+    case ir::Op::neg:
+    case ir::Op::relu:
+    case ir::Op::exp:
+    case ir::Op::log:
+    case ir::Op::sqrt:
+    case ir::Op::tanh:
+    case ir::Op::sigmoid:
+    case ir::Op::cast:
+    case ir::Op::eq:
+    case ir::Op::ne:
+    case ir::Op::lt:
+    case ir::Op::le:
+    case ir::Op::gt:
+    case ir::Op::ge:
+    case ir::Op::where:
+    case ir::Op::reshape:
+    case ir::Op::transpose:
+    case ir::Op::slice:
+    case ir::Op::expand:
+    case ir::Op::cat:
+    case ir::Op::sum:
+    case ir::Op::mean:
+    case ir::Op::amax:
+    case ir::Op::amin:
+    case ir::Op::argmax:
+    case ir::Op::var:
+    case ir::Op::fusion: break;
+  }
+  KILN_ASSERT(false, "{} has no library call", ir::opName(node.op()));
+  return call;
+}
+
+}  // namespace kiln::codegen

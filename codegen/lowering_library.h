@@ -1,0 +1,31 @@
+// Lowering of a library node (ir::OpKind::library: matmul, index_select,
+// index_add) to the call of its runtime function (runtime/blas.h,
+// runtime/indexing.h): which function, and its integer arguments — sizes,
+// and the strides each operand is read through. Operands keep their
+// layouts (a transposed weight goes to BLAS as it is, an expanded batch dim
+// is a stride of 0); the result is contiguous. The node's operands, then its
+// result, are the call's buffers, each bound where its layout starts
+// (runtime::LibraryStep::offsets).
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/layout.h"
+#include "runtime/executable.h"
+
+namespace kiln::codegen {
+
+struct LoweredCall {
+  std::string name;  ///< "matmul_f32", "index_select_f16", ...
+  runtime::LibraryFn fn = nullptr;
+  std::vector<int64_t> args;
+};
+
+/// Lowers library node `node` whose operands are laid out as `inputs` (one
+/// per operand: strides in elements; the offsets are the caller's to bind).
+LoweredCall lowerLibrary(const ir::Node& node, std::span<const ir::Layout> inputs);
+
+}  // namespace kiln::codegen

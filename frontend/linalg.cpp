@@ -1,0 +1,51 @@
+// matmul and linear (frontend/linalg.h): torch.matmul's 1-d cases become
+// views (unsqueeze before, squeeze after) around the registry's `matmul` op,
+// which takes operands of rank 2 or more. Checks name the shapes the user
+// passed, before any view is made.
+#include "frontend/linalg.h"
+
+#include "frontend/dispatch.h"
+#include "frontend/ops.h"
+#include "runtime/error.h"
+
+namespace kiln {
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.defined() && b.defined(), "matmul: argument {} is an undefined tensor", a.defined() ? 1 : 0);
+  KILN_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need at least 1 dimension, got {} and {}", a.str(),
+             b.str());
+  KILN_CHECK(a.device() == b.device(), "matmul: expected all tensors on the same device, got {} and {}", a.str(),
+             b.str());
+  KILN_CHECK(a.dtype() == b.dtype(), "matmul: expected both tensors of one dtype, got {} and {}", a.str(), b.str());
+  KILN_CHECK(a.dtype() != DType::boolean, "matmul: dtype bool is not supported, got {} and {}", a.str(), b.str());
+  const int64_t ka = a.size(-1), kb = b.dim() == 1 ? b.size(0) : b.size(-2);
+  KILN_CHECK(ka == kb, "matmul: shapes {} and {} cannot be multiplied ({} != {})", a.str(), b.str(), ka, kb);
+  const Shape batchA(a.shape().begin(), a.shape().end() - std::min(a.dim(), 2));
+  const Shape batchB(b.shape().begin(), b.shape().end() - std::min(b.dim(), 2));
+  KILN_CHECK(ir::broadcastShapes(batchA, batchB).has_value(),
+             "matmul: batch dimensions {} and {} of {} and {} do not broadcast", ir::shapeStr(batchA),
+             ir::shapeStr(batchB), a.str(), b.str());
+  Tensor r = detail::dispatch(ir::Op::matmul, {a.dim() == 1 ? a.unsqueeze(0) : a, b.dim() == 1 ? b.unsqueeze(1) : b});
+  if (a.dim() == 1 && b.dim() == 1) return r.reshape({});
+  if (b.dim() == 1) return r.squeeze(-1);
+  if (a.dim() == 1) return r.squeeze(-2);
+  return r;
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  KILN_CHECK(x.defined() && weight.defined(), "linear: argument {} is an undefined tensor", x.defined() ? 1 : 0);
+  KILN_CHECK(weight.dim() == 2, "linear: expected a 2-d weight [out, in], got {}", weight.str());
+  KILN_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1),
+             "linear: input {} does not match weight {} (expected the last dim of the input to be {})", x.str(),
+             weight.str(), weight.size(1));
+  KILN_CHECK(x.dtype() == weight.dtype() && (!bias.defined() || bias.dtype() == x.dtype()),
+             "linear: expected input, weight and bias of one dtype, got {}, {} and {}", x.str(), weight.str(),
+             bias.defined() ? bias.str() : "no bias");
+  Tensor y = matmul(x, weight.t());
+  if (!bias.defined()) return y;
+  KILN_CHECK(ir::broadcastShapes(y.shape(), bias.shape()) == y.shape(),
+             "linear: bias {} does not broadcast to the output {}", bias.str(), y.str());
+  return y + bias;
+}
+
+}  // namespace kiln

@@ -1,0 +1,323 @@
+// The matmul library call of runtime/blas.h: argument encoding, batch
+// folding, the split over threads, and one block of one product per dtype
+// (BLAS for f32/f64, f32 BLAS for f16/bf16, a loop for integers).
+//
+// Note [BLAS threads]: OpenBLAS (the pthreads build Debian ships) keeps a
+// thread per core that spins for a while after each call, and kiln's
+// ThreadPool does the same between kernels. Running both at full width makes
+// them take cores from each other at every switch between a matmul and a
+// kernel. So by default OpenBLAS is told to use one thread
+// (openblas_set_num_threads(1)), and matmul splits its work over kiln's pool
+// itself: whole products when there are enough batches, else row blocks
+// (column blocks when N > M) of each product, each block one single-threaded
+// GEMM. KILN_BLAS_THREADING=blas sets OpenBLAS to the pool's width and calls
+// it from the calling thread instead. kiln-bench's matmul workloads compare
+// the two (docs/benchmarks.md has the figures).
+#include "runtime/blas.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <string_view>
+#include <type_traits>
+
+#include "runtime/error.h"
+#include "runtime/numeric.h"
+#include "runtime/thread_pool.h"
+
+namespace kiln::runtime {
+
+std::vector<int64_t> MatmulCall::encode() const {
+  KILN_ASSERT(aBatchStrides.size() == batch.size() && bBatchStrides.size() == batch.size(),
+              "matmul call with {} batch dims but {} and {} batch strides", batch.size(), aBatchStrides.size(),
+              bBatchStrides.size());
+  std::vector<int64_t> args = {
+      static_cast<int64_t>(dtype),       m, n, k, aRowStride, aColStride, bRowStride, bColStride,
+      static_cast<int64_t>(batch.size())};
+  for (size_t d = 0; d < batch.size(); ++d) args.insert(args.end(), {batch[d], aBatchStrides[d], bBatchStrides[d]});
+  return args;
+}
+
+MatmulCall MatmulCall::decode(std::span<const int64_t> args) {
+  KILN_ASSERT(args.size() >= 9 && args.size() == 9 + 3 * static_cast<size_t>(args[8]), "matmul call with {} arguments",
+              args.size());
+  MatmulCall c;
+  c.dtype = static_cast<DType>(args[0]);
+  c.m = args[1], c.n = args[2], c.k = args[3];
+  c.aRowStride = args[4], c.aColStride = args[5], c.bRowStride = args[6], c.bColStride = args[7];
+  for (size_t i = 9; i < args.size(); i += 3) {
+    c.batch.push_back(args[i]);
+    c.aBatchStrides.push_back(args[i + 1]);
+    c.bBatchStrides.push_back(args[i + 2]);
+  }
+  return c;
+}
+
+namespace {
+
+// --- threading ---
+
+BlasThreading initialThreading() {
+  const char* env = std::getenv("KILN_BLAS_THREADING");
+  return env && std::string_view(env) == "blas" ? BlasThreading::blas : BlasThreading::pool;
+}
+
+std::atomic<BlasThreading> gThreading{initialThreading()};
+std::mutex gApplyMutex;
+int gAppliedThreads = 0;  // what OpenBLAS was last told; 0: nothing yet
+
+/// Tells OpenBLAS how many threads the current choice gives it, once per change.
+void applyThreading(BlasThreading threading) {
+  const int want = threading == BlasThreading::pool ? 1 : ThreadPool::instance().numThreads();
+  std::lock_guard lock(gApplyMutex);
+  if (gAppliedThreads == want) return;
+  openblas_set_num_threads(want);
+  gAppliedThreads = want;
+}
+
+// Work below this many flops (multiply-adds count two) is not worth a thread.
+constexpr double kMinTaskFlops = 1 << 21;
+
+// --- one block of one product ---
+
+/// A matrix as a BLAS sees it: the transposed flag and the leading dimension.
+struct BlasLayout {
+  CBLAS_TRANSPOSE trans;
+  int64_t ld;
+};
+
+/// How a [rows, cols] matrix with these strides is passed to a row-major
+/// BLAS without copying, if it can be: rows apart by ld >= cols with unit
+/// columns (NoTrans), or a transposed contiguous view (Trans). Strides of
+/// size-1 dims do not matter.
+std::optional<BlasLayout> blasLayout(int64_t rows, int64_t cols, int64_t rowStride, int64_t colStride) {
+  if ((cols == 1 || colStride == 1) && (rows == 1 || rowStride >= cols))
+    return BlasLayout{CblasNoTrans, rows == 1 ? std::max<int64_t>(cols, 1) : std::max<int64_t>(rowStride, 1)};
+  if ((rows == 1 || rowStride == 1) && (cols == 1 || colStride >= rows))
+    return BlasLayout{CblasTrans, cols == 1 ? std::max<int64_t>(rows, 1) : std::max<int64_t>(colStride, 1)};
+  return std::nullopt;
+}
+
+/// A strided [rows, cols] matrix gathered to a contiguous one, converted to T.
+template <typename T, typename S>
+void gatherMatrix(const S* src, int64_t rows, int64_t cols, int64_t rowStride, int64_t colStride, std::vector<T>& dst) {
+  dst.resize(static_cast<size_t>(rows * cols));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      dst[static_cast<size_t>(i * cols + j)] = static_cast<T>(src[i * rowStride + j * colStride]);
+}
+
+/// c[m, n] (rows ldc apart) = a[m, k] · b[k, n], each operand strided.
+struct Block {
+  const void* a;
+  int64_t ars, acs;
+  const void* b;
+  int64_t brs, bcs;
+  void* c;
+  int64_t ldc;
+  int64_t m, n, k;
+};
+
+void gemm(const Block& x, const float* a, BlasLayout la, const float* b, BlasLayout lb, float* c) {
+  cblas_sgemm(CblasRowMajor, la.trans, lb.trans, static_cast<blasint>(x.m), static_cast<blasint>(x.n),
+              static_cast<blasint>(x.k), 1.0f, a, static_cast<blasint>(la.ld), b, static_cast<blasint>(lb.ld), 0.0f, c,
+              static_cast<blasint>(x.ldc));
+}
+void gemm(const Block& x, const double* a, BlasLayout la, const double* b, BlasLayout lb, double* c) {
+  cblas_dgemm(CblasRowMajor, la.trans, lb.trans, static_cast<blasint>(x.m), static_cast<blasint>(x.n),
+              static_cast<blasint>(x.k), 1.0, a, static_cast<blasint>(la.ld), b, static_cast<blasint>(lb.ld), 0.0, c,
+              static_cast<blasint>(x.ldc));
+}
+
+/// f32 and f64: BLAS on the operands as they are, or on a contiguous copy.
+template <typename T>
+void blasBlock(const Block& x) {
+  const T* a = static_cast<const T*>(x.a);
+  const T* b = static_cast<const T*>(x.b);
+  std::vector<T> aCopy, bCopy;
+  std::optional<BlasLayout> la = blasLayout(x.m, x.k, x.ars, x.acs);
+  if (!la) {
+    gatherMatrix(a, x.m, x.k, x.ars, x.acs, aCopy);
+    a = aCopy.data();
+    la = BlasLayout{CblasNoTrans, std::max<int64_t>(x.k, 1)};
+  }
+  std::optional<BlasLayout> lb = blasLayout(x.k, x.n, x.brs, x.bcs);
+  if (!lb) {
+    gatherMatrix(b, x.k, x.n, x.brs, x.bcs, bCopy);
+    b = bCopy.data();
+    lb = BlasLayout{CblasNoTrans, std::max<int64_t>(x.n, 1)};
+  }
+  gemm(x, a, *la, b, *lb, static_cast<T*>(x.c));
+}
+
+/// f16 and bf16: both operands to f32, sgemm, one rounding per result.
+template <typename H>
+void halfBlock(const Block& x) {
+  std::vector<float> a, b, c(static_cast<size_t>(x.m * x.n));
+  gatherMatrix(static_cast<const H*>(x.a), x.m, x.k, x.ars, x.acs, a);
+  gatherMatrix(static_cast<const H*>(x.b), x.k, x.n, x.brs, x.bcs, b);
+  Block f = x;
+  f.ldc = x.n;
+  gemm(f, a.data(), {CblasNoTrans, std::max<int64_t>(x.k, 1)}, b.data(), {CblasNoTrans, std::max<int64_t>(x.n, 1)},
+       c.data());
+  H* out = static_cast<H*>(x.c);
+  for (int64_t i = 0; i < x.m; ++i)
+    for (int64_t j = 0; j < x.n; ++j) out[i * x.ldc + j] = H(c[static_cast<size_t>(i * x.n + j)]);
+}
+
+/// i32 and i64: a loop in the unsigned type, so that overflow wraps.
+template <typename I>
+void intBlock(const Block& x) {
+  using U = std::make_unsigned_t<I>;
+  const I* a = static_cast<const I*>(x.a);
+  const I* b = static_cast<const I*>(x.b);
+  I* out = static_cast<I*>(x.c);
+  std::vector<U> row(static_cast<size_t>(x.n));
+  for (int64_t i = 0; i < x.m; ++i) {
+    std::fill(row.begin(), row.end(), U{0});
+    for (int64_t kk = 0; kk < x.k; ++kk) {
+      const U av = static_cast<U>(a[i * x.ars + kk * x.acs]);
+      const I* br = b + kk * x.brs;
+      for (int64_t j = 0; j < x.n; ++j) row[static_cast<size_t>(j)] += av * static_cast<U>(br[j * x.bcs]);
+    }
+    for (int64_t j = 0; j < x.n; ++j) out[i * x.ldc + j] = static_cast<I>(row[static_cast<size_t>(j)]);
+  }
+}
+
+using BlockFn = void (*)(const Block&);
+
+BlockFn blockFn(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return blasBlock<float>;
+    case DType::f64: return blasBlock<double>;
+    case DType::f16: return halfBlock<Half>;
+    case DType::bf16: return halfBlock<BFloat16>;
+    case DType::i32: return intBlock<int32_t>;
+    case DType::i64: return intBlock<int64_t>;
+    case DType::boolean: break;
+  }
+  KILN_ASSERT(false, "matmul of {} reached the runtime", dtypeName(dtype));
+  return nullptr;
+}
+
+/// Drops batch dims of size 1, and folds the batch into the rows when b is
+/// one matrix for every batch and a's batch dims continue its rows.
+void simplifyBatch(MatmulCall& c) {
+  MatmulCall s = c;
+  s.batch.clear(), s.aBatchStrides.clear(), s.bBatchStrides.clear();
+  for (size_t d = 0; d < c.batch.size(); ++d) {
+    if (c.batch[d] == 1) continue;
+    s.batch.push_back(c.batch[d]);
+    s.aBatchStrides.push_back(c.aBatchStrides[d]);
+    s.bBatchStrides.push_back(c.bBatchStrides[d]);
+  }
+  c = std::move(s);
+  if (c.batch.empty()) return;
+  for (int64_t stride : c.bBatchStrides)
+    if (stride != 0) return;
+  // Rows of the folded a are rowStride apart: the batch dims must step by
+  // whole [M, K] blocks of such rows, innermost first.
+  const int64_t rowStride = c.m == 1 ? c.aBatchStrides.back() : c.aRowStride;
+  int64_t expected = c.m * rowStride;
+  for (size_t d = c.batch.size(); d-- > 0;) {
+    if (c.aBatchStrides[d] != expected) return;
+    expected *= c.batch[d];
+  }
+  int64_t rows = c.m;
+  for (int64_t size : c.batch) rows *= size;
+  c.m = rows;
+  c.aRowStride = rowStride;
+  c.batch.clear(), c.aBatchStrides.clear(), c.bBatchStrides.clear();
+}
+
+}  // namespace
+
+BlasThreading blasThreading() { return gThreading.load(std::memory_order_relaxed); }
+void setBlasThreading(BlasThreading threading) { gThreading.store(threading, std::memory_order_relaxed); }
+
+std::string blasInfo() {
+  std::string config = openblas_get_config();
+  while (!config.empty() && config.back() == ' ') config.pop_back();
+  return config;
+}
+
+void matmul(std::span<void* const> buffers, std::span<const int64_t> args) {
+  KILN_ASSERT(buffers.size() == 3, "matmul call with {} buffers", buffers.size());
+  MatmulCall c = MatmulCall::decode(args);
+  const BlockFn block = blockFn(c.dtype);
+  const int64_t item = itemSize(c.dtype);
+  char* out = static_cast<char*>(buffers[2]);
+  int64_t batches = 1;
+  for (int64_t size : c.batch) batches *= size;
+  if (batches == 0 || c.m == 0 || c.n == 0) return;
+  if (c.k == 0) {  // sums of no terms
+    std::memset(out, 0, static_cast<size_t>(batches * c.m * c.n * item));
+    return;
+  }
+  simplifyBatch(c);
+  for (int64_t v : {c.m, c.n, c.k, c.aRowStride, c.aColStride, c.bRowStride, c.bColStride})
+    KILN_CHECK(v <= INT32_MAX, "matmul: a size or stride of {} is beyond what the BLAS takes (2^31 - 1)", v);
+  batches = 1;
+  for (int64_t size : c.batch) batches *= size;
+  const BlasThreading threading = blasThreading();
+  applyThreading(threading);
+
+  const char* a = static_cast<const char*>(buffers[0]);
+  const char* b = static_cast<const char*>(buffers[1]);
+  // Product `index` of the batch, rows [r0, r1) and columns [c0, c1).
+  auto run = [&](int64_t index, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    int64_t aOffset = 0, bOffset = 0;
+    for (size_t d = c.batch.size(), rest = static_cast<size_t>(index); d-- > 0;) {
+      const int64_t i = static_cast<int64_t>(rest % static_cast<size_t>(c.batch[d]));
+      rest /= static_cast<size_t>(c.batch[d]);
+      aOffset += i * c.aBatchStrides[d];
+      bOffset += i * c.bBatchStrides[d];
+    }
+    Block x;
+    x.a = a + (aOffset + r0 * c.aRowStride) * item;
+    x.ars = c.aRowStride, x.acs = c.aColStride;
+    x.b = b + (bOffset + c0 * c.bColStride) * item;
+    x.brs = c.bRowStride, x.bcs = c.bColStride;
+    x.c = out + ((index * c.m + r0) * c.n + c0) * item;
+    x.ldc = c.n;
+    x.m = r1 - r0, x.n = c1 - c0, x.k = c.k;
+    block(x);
+  };
+
+  const bool blasBacked = c.dtype != DType::i32 && c.dtype != DType::i64;
+  if (threading == BlasThreading::blas && blasBacked) {
+    for (int64_t i = 0; i < batches; ++i) run(i, 0, c.m, 0, c.n);
+    return;
+  }
+  ThreadPool& pool = ThreadPool::instance();
+  const double flops = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
+  if (batches >= pool.numThreads()) {
+    const auto grain = static_cast<int64_t>(std::max(1.0, kMinTaskFlops / flops));
+    pool.parallelFor(batches, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) run(i, 0, c.m, 0, c.n);
+    });
+    return;
+  }
+  // Few products: split each one into row blocks (column blocks when it is
+  // wider than tall), multiples of 16 so that BLAS keeps whole micro-tiles.
+  const bool byRows = c.m >= c.n;
+  const int64_t along = byRows ? c.m : c.n;
+  const double flopsPerLine = flops / static_cast<double>(along);
+  int64_t grain = static_cast<int64_t>(std::max(1.0, kMinTaskFlops / flopsPerLine));
+  grain = (grain + 15) / 16 * 16;
+  for (int64_t i = 0; i < batches; ++i)
+    pool.parallelFor(along, grain, [&](int64_t begin, int64_t end) {
+      if (byRows)
+        run(i, begin, end, 0, c.n);
+      else
+        run(i, 0, c.m, begin, end);
+    });
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,81 @@
+// Matrix products on the CPU through a BLAS (OpenBLAS's cblas_sgemm and
+// cblas_dgemm; DESIGN.md §2: no hand-written GEMM for floats): the `matmul`
+// library call of runtime/executable.h.
+//
+// One call computes out[b..., i, j] = Σ_k a[b..., i, k] · b[b..., k, j] for
+// every batch index b... of the result; `out` is contiguous [batch..., M, N].
+// The operands are read through their strides (in elements): a batch stride
+// of 0 repeats an operand over that batch dim (broadcasting), and a matrix
+// that is a transposed contiguous view (row stride 1) goes to BLAS with the
+// transposed flag instead of being copied; any other matrix layout (a
+// stride-0 or doubly strided matrix) is copied to a contiguous scratch first.
+// When b is the same matrix for every batch and a's batch dims run on from
+// its rows, the batch folds into one GEMM of M·batch rows (x·Wᵀ on a
+// [B, T, D] input is one call).
+//
+// - f32 and f64 call sgemm and dgemm.
+// - f16 and bf16 convert both operands to f32, call sgemm (f32
+//   accumulation) and round each result once to f16/bf16, which is roughly
+//   what PyTorch's CPU kernels do (they accumulate in f32 too).
+// - i32 and i64 are a plain loop that wraps (two's complement), as PyTorch
+//   computes integer matmuls on the CPU. bool is not a matmul dtype (the IR
+//   rejects it).
+//
+// Threads (Note [BLAS threads]): by default OpenBLAS runs single-threaded
+// and kiln's ThreadPool splits the work (batches, or row or column blocks of
+// one product), so that the two never compete for cores;
+// KILN_BLAS_THREADING=blas gives the cores to OpenBLAS's own threads instead
+// (the pool then only splits the integer loops). kiln-bench's `matmul`
+// workloads measured both (docs/benchmarks.md).
+//
+// Results are deterministic for given shapes, layouts and thread count, but
+// a BLAS may round differently when the same product is asked with other
+// flags or split otherwise (OpenBLAS picks special kernels for small
+// products), so eager and compiled code agree bit for bit because they make
+// the same call (Note [Eager equals compiled], docs/ops.md "Library calls").
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "runtime/dtype.h"
+
+namespace kiln::runtime {
+
+/// The arguments of one matmul call. a is [batch..., M, K] and b is
+/// [batch..., K, N] as seen through their strides; `batch` are the sizes of
+/// the result's batch dims, each with a's and b's stride over it (0 where
+/// that operand is broadcast).
+struct MatmulCall {
+  DType dtype = DType::f32;
+  int64_t m = 0, n = 0, k = 0;
+  std::vector<int64_t> batch;
+  std::vector<int64_t> aBatchStrides, bBatchStrides;
+  int64_t aRowStride = 0, aColStride = 0;  ///< of a's [M, K] matrices
+  int64_t bRowStride = 0, bColStride = 0;  ///< of b's [K, N] matrices
+
+  /// As the step's integer arguments, and back.
+  std::vector<int64_t> encode() const;
+  static MatmulCall decode(std::span<const int64_t> args);
+};
+
+/// The library call (LibraryFn): buffers a, b, out; args MatmulCall::encode().
+void matmul(std::span<void* const> buffers, std::span<const int64_t> args);
+
+/// Who runs a matmul's threads (Note [BLAS threads]).
+enum class BlasThreading : uint8_t {
+  pool,  ///< kiln's ThreadPool splits the work; OpenBLAS runs single-threaded
+  blas,  ///< OpenBLAS's own threads, one per pool thread
+};
+/// The current choice: KILN_BLAS_THREADING (pool or blas) at start, pool by
+/// default; setBlasThreading() changes it (kiln-bench and tests compare both).
+BlasThreading blasThreading();
+void setBlasThreading(BlasThreading threading);
+
+/// The BLAS in use and its build ("OpenBLAS 0.3.21 DYNAMIC_ARCH ..."), for
+/// the tools' reports.
+std::string blasInfo();
+
+}  // namespace kiln::runtime
