@@ -14,6 +14,8 @@
 #include <numeric>
 
 #include "frontend/autograd/function.h"
+#include "frontend/indexing.h"
+#include "frontend/linalg.h"
 #include "frontend/ops.h"
 #include "frontend/reductions.h"
 #include "runtime/error.h"
@@ -197,6 +199,35 @@ Formula formulaFor(Op op, const ir::Attributes& attrs, std::shared_ptr<Args> a, 
         return std::vector<Tensor>{mul(mul(unreduce(g, op, in0, attrs), 2.0 / (n - correction)), centered)};
       };
     }
+    // Library calls. matmul: gA = g·Bᵀ, gB = Aᵀ·g over the broadcast batch,
+    // which attach() sums back to each operand's batch dims.
+    case Op::matmul: {
+      const bool da = a->needs(0), db = a->needs(1);
+      if (da) a->save(1);
+      if (db) a->save(0);
+      return [a, da, db](const Tensor& g) {
+        return std::vector<Tensor>{da ? matmul(g, (*a)[1].tensor.transpose(-1, -2)) : Tensor(),
+                                   db ? matmul((*a)[0].tensor.transpose(-1, -2), g) : Tensor()};
+      };
+    }
+    // index_select: g added into zeros at the indices (repeats accumulate).
+    case Op::index_select: {
+      a->save(1);
+      const int64_t dim = ir::intAttr(attrs, "dim", "index_select");
+      return [a, dim, in0](const Tensor& g) {
+        const Tensor zero = zeros(in0.shape, g.dtype(), g.device());
+        return std::vector<Tensor>{indexAdd(zero, dim, (*a)[1].tensor, g), Tensor()};
+      };
+    }
+    // index_add: g for x, the slices of g at the indices for the source.
+    case Op::index_add: {
+      const bool dsource = a->needs(2);
+      if (dsource) a->save(1);
+      const int64_t dim = ir::intAttr(attrs, "dim", "index_add");
+      return [a, dim, dsource](const Tensor& g) {
+        return std::vector<Tensor>{g, Tensor(), dsource ? indexSelect(g, dim, (*a)[1].tensor) : Tensor()};
+      };
+    }
     // No gradient: integer or bool results, and constants.
     case Op::eq:
     case Op::ne:
@@ -282,6 +313,9 @@ bool isDifferentiable(Op op) {
     case Op::amax:
     case Op::amin:
     case Op::var:
+    case Op::matmul:
+    case Op::index_select:
+    case Op::index_add:
     case Op::fusion: return true;
   }
   return false;

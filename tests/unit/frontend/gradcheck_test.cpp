@@ -82,6 +82,20 @@ std::multimap<ir::Op, Case> cases() {
       {leaf({2, 1}, 44), leaf({3, 2, 4}, 45)});
   add(Op::cat, "cat", [](auto& x) { return cat({x[0], x[1] * 2.0}, 1); }, {leaf({2, 3}, 46), leaf({2, 2}, 47)});
   add(Op::cat, "stack", [](auto& x) { return stack({x[0], x[1]}, 1); }, {leaf({2, 3}, 48), leaf({2, 3}, 49)});
+  add(Op::matmul, "2-d", [](auto& x) { return matmul(x[0], x[1]); }, {leaf({3, 4}, 62), leaf({4, 2}, 63)});
+  add(Op::matmul, "broadcast batch, transposed view",
+      [](auto& x) { return matmul(x[0], x[1].transpose(1, 2)); }, {leaf({2, 1, 3, 4}, 64), leaf({3, 2, 4}, 65)});
+  add(Op::matmul, "1-d cases", [](auto& x) { return matmul(matmul(x[0], x[1]), x[2]) * matmul(x[1], x[2]); },
+      {leaf({4}, 66), leaf({4, 3}, 67), leaf({3}, 68)});
+  add(Op::matmul, "linear with bias", [](auto& x) { return linear(x[0], x[1], x[2]); },
+      {leaf({2, 5, 4}, 69), leaf({3, 4}, 70), leaf({3}, 71)});
+  const Tensor index = fromVector(std::vector<int64_t>{2, 0, 2, 3});
+  add(Op::index_select, "repeated indices", [index](auto& x) { return indexSelect(x[0], 1, index) * 1.5; },
+      {leaf({3, 4}, 72)});
+  add(Op::index_select, "embedding", [index](auto& x) { return embedding(x[0], index.view({2, 2})); },
+      {leaf({5, 3}, 73)});
+  add(Op::index_add, "repeated indices",
+      [index](auto& x) { return indexAdd(x[0], 0, index, x[1]) * x[0]; }, {leaf({4, 3}, 74), leaf({4, 3}, 75)});
   return c;
 }
 
