@@ -197,4 +197,22 @@ Tensor randn(const Shape& shape, Generator& generator, Device device) {
   return t;
 }
 
+Tensor rand(const Shape& shape, Generator& generator, Device device) {
+  checkShape("rand", shape);
+  Tensor t = allocate({DType::f32, shape, device});
+  float* p = t.data<float>();
+  const uint64_t offset = generator.advance();
+  const runtime::PhiloxKey key = {static_cast<uint32_t>(generator.seed()),
+                                  static_cast<uint32_t>(generator.seed() >> 32)};
+  runtime::ThreadPool::instance().parallelFor(t.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      auto r = runtime::philox4x32_10({static_cast<uint32_t>(i), static_cast<uint32_t>(i >> 32),
+                                       static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32)},
+                                      key);
+      p[i] = static_cast<float>(r[0] >> 8) * (1.0f / 16777216.0f);  // exact: 24 bits, scaled by a power of 2
+    }
+  });
+  return t;
+}
+
 }  // namespace kiln

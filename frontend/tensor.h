@@ -291,5 +291,9 @@ void manualSeed(uint64_t seed);
 
 /// Standard normal samples (Box-Muller over Philox draws).
 Tensor randn(const Shape& shape, Generator& generator = defaultGenerator(), Device device = Device::cpu());
+/// Uniform samples in [0, 1): element i of a draw is (w >> 8) * 2^-24 for
+/// word 0 of the Philox block randn's element i takes, so every value is a
+/// multiple of 2^-24 (as torch.rand's f32 values are).
+Tensor rand(const Shape& shape, Generator& generator = defaultGenerator(), Device device = Device::cpu());
 
 }  // namespace kiln

@@ -69,6 +69,12 @@ class Reader {
     return doc;
   }
 
+  /// A tensor in the format of the op fixtures ({"shape", "data"}) of
+  /// `dtype`, for files of other layouts (tests/reference/optim/).
+  FixtureTensor tensorOf(const Json& j, const std::string& dtype, const std::string& where) {
+    return tensor(j, dtype, where);
+  }
+
   Fixture read() {
     Json doc = document();
     where_ = "top";

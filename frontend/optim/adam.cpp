@@ -1,0 +1,100 @@
+// optim::Adam and optim::AdamW (frontend/optim/adam.h), following
+// _single_tensor_adam in torch/optim/adam.py step by step (the non-capturable
+// branch), so that results round as PyTorch's do up to PyTorch's fused
+// multiply-adds (docs/nn.md).
+#include "frontend/optim/adam.h"
+
+#include <cmath>
+
+#include "frontend/autograd/grad_mode.h"
+#include "frontend/ops.h"
+#include "runtime/error.h"
+
+namespace kiln::optim {
+
+namespace {
+
+void checkOptions(const char* name, const AdamOptions& o) {
+  KILN_CHECK(o.eps >= 0 && std::isfinite(o.eps), "{}: invalid eps {}", name, o.eps);
+  KILN_CHECK(o.beta1 >= 0 && o.beta1 < 1, "{}: invalid beta1 {} (expected 0 <= beta1 < 1)", name, o.beta1);
+  KILN_CHECK(o.beta2 >= 0 && o.beta2 < 1, "{}: invalid beta2 {} (expected 0 <= beta2 < 1)", name, o.beta2);
+}
+
+std::vector<ParamGroup> oneGroup(std::vector<Tensor> params) {
+  std::vector<ParamGroup> groups(1);
+  groups[0].params = std::move(params);
+  return groups;
+}
+
+AdamOptions fromAdamW(const AdamWOptions& o) { return {o.lr, o.beta1, o.beta2, o.eps, o.weightDecay, o.amsgrad}; }
+
+/// torch.lerp(start, end, weight) with a scalar weight, as ATen's CPU
+/// kernel computes it: start + weight * (end - start) when |weight| < 0.5,
+/// else end - (end - start) * (1 - weight).
+Tensor lerp(const Tensor& start, const Tensor& end, double weight) {
+  Tensor diff = sub(end, start);
+  return std::abs(weight) < 0.5 ? add(start, mul(diff, weight)) : sub(end, mul(diff, 1 - weight));
+}
+
+}  // namespace
+
+Adam::Adam(std::vector<Tensor> params, AdamOptions options) : Adam(oneGroup(std::move(params)), options) {}
+
+Adam::Adam(std::vector<ParamGroup> groups, AdamOptions options) : Adam("Adam", std::move(groups), options, false) {}
+
+Adam::Adam(const char* name, std::vector<ParamGroup> groups, AdamOptions options, bool decoupledWeightDecay)
+    : Optimizer(name, std::move(groups), options.lr, options.weightDecay),
+      options_(options),
+      decoupledWeightDecay_(decoupledWeightDecay) {
+  checkOptions(name, options_);
+}
+
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options) : AdamW(oneGroup(std::move(params)), options) {}
+
+AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options)
+    : Adam("AdamW", std::move(groups), fromAdamW(options), true) {}
+
+void Adam::step() {
+  NoGradGuard noGrad;
+  const double beta1 = options_.beta1, beta2 = options_.beta2, eps = options_.eps;
+  for (const ParamGroup& group : paramGroups()) {
+    const double lr = *group.lr, weightDecay = *group.weightDecay;
+    for (const Tensor& param : group.params) {
+      Tensor grad = param.grad();
+      if (!grad.defined()) continue;
+      AdamParamState& s = state_[param.impl()];
+      if (s.step == 0) {
+        s.expAvg = zeros(param.shape(), param.dtype(), param.device());
+        s.expAvgSq = zeros(param.shape(), param.dtype(), param.device());
+        if (options_.amsgrad) s.maxExpAvgSq = zeros(param.shape(), param.dtype(), param.device());
+      }
+      const int64_t step = ++s.step;
+      if (weightDecay != 0) {
+        if (decoupledWeightDecay_)
+          param.mul_(1 - lr * weightDecay);
+        else
+          grad = add(grad, mul(param, weightDecay));  // grad.add(param, alpha=weight_decay)
+      }
+      s.expAvg.copy_(lerp(s.expAvg, grad, 1 - beta1));
+      s.expAvgSq.mul_(beta2).add_(mul(mul(grad, 1 - beta2), grad));  // addcmul_(grad, grad, value=1 - beta2)
+      const double biasCorrection1 = 1 - std::pow(beta1, static_cast<double>(step));
+      const double biasCorrection2 = 1 - std::pow(beta2, static_cast<double>(step));
+      const double stepSize = lr / biasCorrection1;
+      const double biasCorrection2Sqrt = std::pow(biasCorrection2, 0.5);  // Python's ** 0.5
+      Tensor v = s.expAvgSq;
+      if (options_.amsgrad) {
+        s.maxExpAvgSq.copy_(maximum(s.maxExpAvgSq, s.expAvgSq));
+        v = s.maxExpAvgSq;
+      }
+      Tensor denom = add(div(sqrt(v), biasCorrection2Sqrt), eps);
+      param.add_(div(mul(s.expAvg, -stepSize), denom));  // addcdiv_(exp_avg, denom, value=-step_size)
+    }
+  }
+}
+
+const AdamParamState* Adam::state(const Tensor& param) const {
+  auto it = state_.find(param.impl());
+  return it == state_.end() ? nullptr : &it->second;
+}
+
+}  // namespace kiln::optim
