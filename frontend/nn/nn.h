@@ -7,7 +7,9 @@
 #pragma once
 
 #include "frontend/nn/activation.h"
+#include "frontend/nn/embedding.h"
 #include "frontend/nn/init.h"
+#include "frontend/nn/linear.h"
 #include "frontend/nn/module.h"
 #include "frontend/nn/normalization.h"
 #include "frontend/nn/ordered_dict.h"
