@@ -6,6 +6,7 @@
 #   include/kiln/<layer>/*.h           public headers, <kiln/frontend/kiln.h>
 #   lib/cmake/kiln/                    kilnConfig.cmake, version, targets
 #   bin/irdump, bin/kiln-bench         the tools, where they are built
+#   bin/kiln-bench-torch.py            kiln-bench --compare-torch's PyTorch side
 # tests/install/ checks all of it by building examples/ against an install.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -50,6 +51,10 @@ foreach(tool irdump kiln-bench)
     install(TARGETS ${tool} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
   endif()
 endforeach()
+if(TARGET kiln-bench)  # its PyTorch side, found next to it (--compare-torch)
+  install(PROGRAMS ${PROJECT_SOURCE_DIR}/tools/kiln-bench/torch_bench.py
+    DESTINATION ${CMAKE_INSTALL_BINDIR} RENAME kiln-bench-torch.py)
+endif()
 
 install(EXPORT kilnTargets
   NAMESPACE kiln::

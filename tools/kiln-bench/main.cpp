@@ -1,7 +1,7 @@
 // kiln-bench: eager against compiled on the CPU, with the machine's copy
 // bandwidth measured in the same run as the yardstick (DESIGN.md §11).
 //
-//   kiln-bench [--filter REGEX] [--repeats N] [--json FILE]
+//   kiln-bench [--filter REGEX] [--repeats N] [--json FILE] [--compare-torch]
 //
 // Progress goes to stderr, the table to stdout. See docs/benchmarks.md.
 #include <fmt/format.h>
@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <regex>
 
 #include "runtime/blas.h"
@@ -18,6 +19,7 @@
 #include "tools/kiln-bench/measure.h"
 #include "tools/kiln-bench/options.h"
 #include "tools/kiln-bench/report.h"
+#include "tools/kiln-bench/torch_compare.h"
 #include "tools/kiln-bench/workload.h"
 
 namespace {
@@ -44,7 +46,11 @@ std::vector<const Workload*> select(const Options& options) {
 int run(const Options& options) {
   std::vector<const Workload*> selected = select(options);
   if (options.list) {
-    for (const Workload* w : selected) std::cout << fmt::format("{:<12} {}\n", w->name, w->description);
+    size_t width = 12;
+    for (const Workload* w : selected) width = std::max(width, w->name.size());
+    for (const Workload* w : selected)
+      std::cout << fmt::format("{:<{}} {}{}\n", w->name, width, w->description,
+                               w->skipped.empty() ? "" : " (skipped: " + w->skipped + ")");
     return 0;
   }
 
@@ -64,17 +70,37 @@ int run(const Options& options) {
                                  : "OpenBLAS's own (KILN_BLAS_THREADING=blas)");
   RunPolicy policy;
   policy.repeats = options.repeats;
+  // PyTorch is started before kiln measures anything (importing torch takes
+  // seconds of CPU) and measures each workload after kiln has, so that the
+  // two never run at once.
+  std::optional<TorchSide> torch;
+  if (options.compareTorch) {
+    std::cerr << "kiln-bench: starting the PyTorch side\n";
+    torch.emplace(machine.threads, policy, options.torchCompile);
+    machine.torch = torch->info();
+    if (!torch->available())
+      std::cerr << fmt::format("kiln-bench: PyTorch unavailable, comparing nothing: {}\n", torch->info().unavailable);
+  }
   std::vector<Result> results;
   for (const Workload* w : selected) {
-    std::cerr << fmt::format("kiln-bench: running {}\n", w->name);
+    std::cerr << fmt::format("kiln-bench: running {}{}\n", w->name,
+                             w->skipped.empty() ? "" : " (skipped: " + w->skipped + ")");
     results.push_back(runWorkload(*w, policy));
+    if (torch && torch->available()) {
+      std::cerr << fmt::format("kiln-bench: running {} in PyTorch\n", w->name);
+      results.back().torch = torch->run(w->name, w->inputTypes);
+    }
   }
+  const std::string torchLost = torch ? torch->lost() : "";
+  torch.reset();  // the script exits
   // The header's copy bandwidth: every copy of the run, per buffer size.
   std::map<int64_t, std::vector<double>> copies;
   for (const Result& r : results)
     copies[r.copyBytes].insert(copies[r.copyBytes].end(), r.copySamplesGbps.begin(), r.copySamplesGbps.end());
-  for (const auto& [bytes, gbps] : copies)
+  for (const auto& [bytes, gbps] : copies) {
+    if (bytes == 0) continue;  // skipped workloads copy nothing
     machine.copies.push_back({bytes, median(gbps), static_cast<int>(gbps.size())});
+  }
 
   printTable(std::cout, machine, results);
   std::cout.flush();
@@ -87,7 +113,12 @@ int run(const Options& options) {
     }
   }
   int status = 0;
+  if (!torchLost.empty()) {
+    std::cerr << fmt::format("kiln-bench: warning: {}\n", torchLost);
+    status = 1;
+  }
   for (const Result& r : results) {
+    if (!r.skipped.empty()) continue;
     if (r.matches) continue;
     std::cerr << fmt::format("kiln-bench: warning: {}: compiled output differs from eager: {}\n", r.name, r.mismatch);
     status = 1;

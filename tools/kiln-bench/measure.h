@@ -4,13 +4,16 @@
 // yardstick for effective bandwidth (docs/benchmarks.md).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "runtime/allocator.h"
+#include "tools/kiln-bench/torch_compare.h"
 #include "tools/kiln-bench/workload.h"
 
 namespace kiln::bench {
@@ -67,6 +70,8 @@ struct Result {
   double flops = 0;                               ///< per call (Workload::flops); 0: not counted
   bool matches = false;                           ///< compiled output equals eager bit for bit
   std::string mismatch;                           ///< where they differ, when they do
+  std::string skipped;                            ///< Workload::skipped: kiln's side was not run
+  std::optional<TorchResult> torch;               ///< PyTorch's side, with --compare-torch
 
   int64_t bytes() const { return inputBytes + outputBytes; }
   double speedup() const { return eagerMs / compiledMs; }
@@ -75,13 +80,18 @@ struct Result {
   double percentOfCopy() const { return 100.0 * compiledGbps() / copyGbps; }
   double eagerGflops() const { return flops / (eagerMs * 1e6); }
   double compiledGflops() const { return flops / (compiledMs * 1e6); }
+  /// kiln eager / PyTorch eager (above 1: kiln is slower); NaN without both.
+  double eagerVsTorch() const { return torch ? eagerMs / torch->eagerMs : NAN; }
+  /// kiln compiled / torch.compile'd; NaN without both.
+  double compiledVsTorch() const { return torch ? compiledMs / torch->compiledMs : NAN; }
 };
 
 /// Bytes of the tensors' storage (numel times item size), summed.
 int64_t tensorBytes(const std::vector<Tensor>& tensors);
 
 /// Runs one workload eagerly and compiled and measures both, with copy
-/// samples before, between and after the timed calls.
+/// samples before, between and after the timed calls. A skipped workload
+/// (Workload::skipped) is not run: its result has the reason and no numbers.
 Result runWorkload(const Workload& w, const RunPolicy& policy);
 
 }  // namespace kiln::bench

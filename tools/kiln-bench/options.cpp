@@ -8,7 +8,8 @@
 namespace kiln::bench {
 
 std::string usage() {
-  return "usage: kiln-bench [--filter REGEX] [--repeats N] [--json FILE] [--list] [--help]\n"
+  return "usage: kiln-bench [--filter REGEX] [--repeats N] [--json FILE] [--compare-torch [--no-torch-compile]]\n"
+         "                  [--list] [--help]\n"
          "\n"
          "Runs each workload eagerly and compiled (kiln::compile) on the CPU and prints\n"
          "median times, speedup, effective bandwidth against this machine's measured copy\n"
@@ -17,6 +18,10 @@ std::string usage() {
          "  --filter REGEX  run the workloads whose name contains a match of REGEX (ECMAScript)\n"
          "  --repeats N     time exactly N calls of each side (default: 5 to 20 calls, about 1 s)\n"
          "  --json FILE     also write the results to FILE as a JSON array, one object per workload\n"
+         "  --compare-torch run each workload in PyTorch too (eager and torch.compile), in the same\n"
+         "                  run, under $KILN_TORCH_PYTHON (default python3); without torch it says\n"
+         "                  so and prints kiln's columns\n"
+         "  --no-torch-compile  with --compare-torch, skip torch.compile (it compiles for minutes)\n"
          "  --list          print the workloads and exit\n"
          "  --help          print this help and exit\n"
          "\n"
@@ -47,6 +52,12 @@ Options parseOptions(const std::vector<std::string>& args) {
     } else if (flag == "--list") {
       noValue();
       o.list = true;
+    } else if (flag == "--compare-torch") {
+      noValue();
+      o.compareTorch = true;
+    } else if (flag == "--no-torch-compile") {
+      noValue();
+      o.torchCompile = false;
     } else if (flag == "--filter") {
       o.filter = value();
     } else if (flag == "--json") {
@@ -63,6 +74,7 @@ Options parseOptions(const std::vector<std::string>& args) {
       throw UsageError(fmt::format("unknown argument '{}'", args[i]));
     }
   }
+  if (!o.torchCompile && !o.compareTorch) throw UsageError("--no-torch-compile needs --compare-torch");
   return o;
 }
 

@@ -4,8 +4,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
+#include <string_view>
 
 namespace kiln::bench {
 
@@ -47,6 +50,44 @@ std::string cpuModelName() {
   return "";
 }
 
+namespace {
+// A table cell: "-" where there is no number (a skipped workload, no
+// PyTorch time).
+std::string cell(double v, const char* spec = "{:.2f}") {
+  return std::isfinite(v) ? fmt::format(fmt::runtime(spec), v) : std::string("-");
+}
+
+struct Column {
+  const char* header;
+  std::function<std::string(const Result&)> value;  ///< right-aligned under the header
+};
+
+std::vector<Column> columns(bool torch) {
+  std::vector<Column> cols = {
+      {"eager ms", [](const Result& r) { return cell(r.eagerMs); }},
+      {"compiled ms", [](const Result& r) { return cell(r.compiledMs); }},
+      {"speedup", [](const Result& r) { return cell(r.speedup(), "{:.2f}x"); }},
+      {"eager GB/s", [](const Result& r) { return cell(r.eagerGbps()); }},
+      {"compiled GB/s", [](const Result& r) { return cell(r.compiledGbps()); }},
+      {"copy GB/s", [](const Result& r) { return cell(r.copyGbps); }},
+      {"% of copy", [](const Result& r) { return cell(r.percentOfCopy(), "{:.1f}%"); }},
+      {"kernels eager", [](const Result& r) { return r.skipped.empty() ? std::to_string(r.kernelsEager) : "-"; }},
+      {"kernels compiled", [](const Result& r) { return r.skipped.empty() ? std::to_string(r.kernelsCompiled) : "-"; }},
+      {"compile ms", [](const Result& r) { return cell(r.compileMs, "{:.1f}"); }},
+      // Compute-bound workloads (Workload::flops) only.
+      {"eager GFLOP/s", [](const Result& r) { return cell(r.flops > 0 ? r.eagerGflops() : NAN, "{:.1f}"); }},
+      {"compiled GFLOP/s", [](const Result& r) { return cell(r.flops > 0 ? r.compiledGflops() : NAN, "{:.1f}"); }},
+  };
+  if (torch) {
+    cols.push_back({"torch eager ms", [](const Result& r) { return cell(r.torch ? r.torch->eagerMs : NAN); }});
+    cols.push_back({"torch compiled ms", [](const Result& r) { return cell(r.torch ? r.torch->compiledMs : NAN); }});
+    cols.push_back({"kiln/torch eager", [](const Result& r) { return cell(r.eagerVsTorch(), "{:.2f}x"); }});
+    cols.push_back({"kiln/torch compiled", [](const Result& r) { return cell(r.compiledVsTorch(), "{:.2f}x"); }});
+  }
+  return cols;
+}
+}  // namespace
+
 void printTable(std::ostream& os, const Machine& machine, const std::vector<Result>& results) {
   std::string copies;
   for (const Machine::Copy& c : machine.copies)
@@ -55,18 +96,41 @@ void printTable(std::ostream& os, const Machine& machine, const std::vector<Resu
   os << fmt::format("machine: {}{} threads, copy bandwidth (read+write) {}\n",
                     machine.cpu.empty() ? "" : machine.cpu + ", ", machine.threads, copies.empty() ? "n/a" : copies);
   if (!machine.blas.empty()) os << fmt::format("blas: {}\n", machine.blas);
-  os << fmt::format("{:<12} {:>10} {:>11} {:>8} {:>10} {:>13} {:>9} {:>9} {:>13} {:>16} {:>10} {:>13} {:>16}\n",
-                    "workload", "eager ms", "compiled ms", "speedup", "eager GB/s", "compiled GB/s", "copy GB/s",
-                    "% of copy", "kernels eager", "kernels compiled", "compile ms", "eager GFLOP/s",
-                    "compiled GFLOP/s");
-  auto gflops = [](const Result& r, double v) { return r.flops > 0 ? fmt::format("{:.1f}", v) : std::string("-"); };
+  const bool torch = machine.torch && machine.torch->unavailable.empty();
+  if (machine.torch) {
+    const TorchInfo& t = *machine.torch;
+    if (torch)
+      os << fmt::format("torch: PyTorch {} ({}), {} threads, torch.compile {}\n", t.version, t.python, t.threads,
+                        t.compile ? "tried per workload" : "off (--no-torch-compile)");
+    else
+      os << fmt::format("torch: not compared: {}\n", t.unavailable);
+  }
+
+  // The name column is as wide as the longest name.
+  size_t width = std::string_view("workload").size();
+  for (const Result& r : results) width = std::max(width, r.name.size());
+  const std::vector<Column> cols = columns(torch);
+  std::string line = fmt::format("{:<{}}", "workload", width);
+  for (const Column& c : cols) line += fmt::format(" {}", c.header);
+  os << line << "\n";
   for (const Result& r : results) {
-    os << fmt::format(
-        "{:<12} {:>10.2f} {:>11.2f} {:>7.2f}x {:>10.2f} {:>13.2f} {:>9.2f} {:>8.1f}% {:>13} {:>16} {:>10.1f} {:>13} "
-        "{:>16}{}\n",
-        r.name, r.eagerMs, r.compiledMs, r.speedup(), r.eagerGbps(), r.compiledGbps(), r.copyGbps, r.percentOfCopy(),
-        r.kernelsEager, r.kernelsCompiled, r.compileMs, gflops(r, r.eagerGflops()), gflops(r, r.compiledGflops()),
-        r.matches ? "" : "  MISMATCH");
+    line = fmt::format("{:<{}}", r.name, width);
+    for (const Column& c : cols) line += fmt::format(" {:>{}}", c.value(r), std::string_view(c.header).size());
+    if (!r.skipped.empty())
+      line += "  skipped: " + r.skipped;
+    else if (!r.matches)
+      line += "  MISMATCH";
+    os << line << "\n";
+  }
+  // Why PyTorch has no number where it has none (torch.compile needs a C++
+  // compiler, say); "disabled" is said once in the header.
+  if (!torch) return;
+  for (const Result& r : results) {
+    if (!r.torch) continue;
+    if (!r.torch->error.empty())
+      os << fmt::format("torch: {}: {}\n", r.name, r.torch->error);
+    else if (!r.torch->compileError.empty() && machine.torch->compile)
+      os << fmt::format("torch: {}: torch.compile failed: {}\n", r.name, r.torch->compileError);
   }
 }
 
@@ -74,6 +138,9 @@ std::string toJson(const Machine& machine, const std::vector<Result>& results) {
   std::string out = "[";
   for (size_t i = 0; i < results.size(); ++i) {
     const Result& r = results[i];
+    const bool ran = r.skipped.empty();
+    // Counts of a skipped workload are null like its times.
+    auto count = [ran](int64_t v) { return ran ? std::to_string(v) : std::string("null"); };
     out += i ? ",\n  {" : "\n  {";
     auto field = [&, first = true](const char* key, const std::string& value) mutable {
       out += fmt::format("{}\"{}\": {}", first ? "" : ", ", key, value);
@@ -86,24 +153,43 @@ std::string toJson(const Machine& machine, const std::vector<Result>& results) {
     field("eager_gbps", num(r.eagerGbps()));
     field("compiled_gbps", num(r.compiledGbps()));
     field("copy_gbps", num(r.copyGbps));
-    field("copy_bytes", std::to_string(r.copyBytes));
+    field("copy_bytes", count(r.copyBytes));
     field("percent_of_copy", num(r.percentOfCopy()));
-    field("kernels_eager", std::to_string(r.kernelsEager));
-    field("kernels_compiled", std::to_string(r.kernelsCompiled));
+    field("kernels_eager", count(r.kernelsEager));
+    field("kernels_compiled", count(r.kernelsCompiled));
     field("compile_ms", num(r.compileMs));
     field("kernel_compile_ms", num(r.kernelCompileMs));
     field("eager_first_ms", num(r.eagerFirstMs));
-    field("input_bytes", std::to_string(r.inputBytes));
-    field("output_bytes", std::to_string(r.outputBytes));
-    field("eager_runs", std::to_string(r.eagerRuns));
-    field("compiled_runs", std::to_string(r.compiledRuns));
+    field("input_bytes", count(r.inputBytes));
+    field("output_bytes", count(r.outputBytes));
+    field("eager_runs", count(r.eagerRuns));
+    field("compiled_runs", count(r.compiledRuns));
     field("flops", num(r.flops));
     field("eager_gflops", r.flops > 0 ? num(r.eagerGflops()) : "null");
     field("compiled_gflops", r.flops > 0 ? num(r.compiledGflops()) : "null");
-    field("matches_eager", r.matches ? "true" : "false");
+    field("matches_eager", ran ? (r.matches ? "true" : "false") : "null");
+    field("skipped", ran ? "null" : str(r.skipped));
     field("threads", std::to_string(machine.threads));
     field("cpu", str(machine.cpu));
     field("blas", str(machine.blas));
+    if (machine.torch) {
+      const TorchInfo& t = *machine.torch;
+      auto text = [](const std::string& s) { return s.empty() ? std::string("null") : str(s); };
+      field("torch_version", text(t.version));
+      field("torch_threads", t.unavailable.empty() ? std::to_string(t.threads) : "null");
+      const TorchResult none;
+      const TorchResult& tr = r.torch ? *r.torch : none;
+      field("torch_eager_ms", num(tr.eagerMs));
+      field("torch_compiled_ms", num(tr.compiledMs));
+      field("kiln_torch_eager_ratio", num(r.eagerVsTorch()));
+      field("kiln_torch_compiled_ratio", num(r.compiledVsTorch()));
+      field("torch_eager_first_ms", num(tr.eagerFirstMs));
+      field("torch_compile_ms", num(tr.compileMs));
+      field("torch_eager_runs", std::to_string(tr.eagerRuns));
+      field("torch_compiled_runs", std::to_string(tr.compiledRuns));
+      field("torch_error", text(r.torch ? tr.error : t.unavailable));
+      field("torch_compile_error", text(r.torch ? tr.compileError : t.unavailable));
+    }
     out += "}";
   }
   return out + (results.empty() ? "]\n" : "\n]\n");

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -22,6 +23,8 @@ struct Machine {
     int samples = 0;
   };
   std::vector<Copy> copies;
+  /// The PyTorch side, with --compare-torch.
+  std::optional<TorchInfo> torch;
 };
 
 /// The CPU's model name from /proc/cpuinfo, or "".

@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""The PyTorch side of `kiln-bench --compare-torch` (docs/benchmarks.md).
+
+kiln-bench runs this script once per run, under KILN_TORCH_PYTHON (default
+python3), as `kiln-bench-torch.py` next to its executable, and talks to it
+over pipes, one JSON object a line:
+
+  1. The script imports torch and prints a hello:
+       {"torch": "2.5.1", "threads": 2, "compile": true}
+     or, when `import torch` fails, {"torch": null, "error": "..."} and exits 0.
+  2. For each workload, kiln-bench writes a request, after it has measured
+     kiln's side of that workload (so the two never share the cores):
+       {"name": "softmax", "inputs": [{"dtype": "f32", "shape": [8192, 1024]}]}
+     and the script answers with one flat object of medians:
+       {"name": "softmax", "eager_ms": 3.1, "eager_runs": 20, "eager_first_ms": 9.0,
+        "compiled_ms": 2.9, "compiled_runs": 20, "compile_ms": 5100.0,
+        "compile_error": null, "error": null}
+  3. It exits when its stdin closes.
+
+The workloads mirror kiln's by name (tools/common/models.cpp and
+tools/kiln-bench/workloads.cpp): the same ops at the same shapes and dtypes
+(kiln-bench sends the shapes), each written as a PyTorch user would (native
+softmax and layer_norm). They are measured as kiln-bench measures kiln's:
+a first call (not timed with the rest), one warm-up call, then timed calls
+under the same policy (--repeats N exactly, else 5 to 20 calls stopping after
+5 once --budget-s is spent), the median of wall-clock times of whole calls,
+on torch.set_num_threads(--threads) threads. torch.compile (default mode) is
+tried for each workload; when it fails (no C++ compiler, say) the reply says
+why in compile_error and the eager numbers stand.
+
+`--check-names` reads `kiln-bench --list` on stdin and fails naming every
+workload this script has no PyTorch version of (a lit test runs it).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+# Set before torch is imported: inductor compiles in this process rather than
+# in a pool of worker processes that would linger next to kiln's timed runs.
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+
+torch = None  # imported by main(), so that --check-names runs without torch
+F = None
+
+# Constants the kiln models hard-code (tools/common/models.cpp).
+DROPOUT_P = 0.1
+LAYER_NORM_EPS = 1e-5
+MLP_HIDDEN = (1024, 1024)
+MLP_CLASSES = 10
+ADAMW_LR = 1e-3
+
+
+def chain8(x):
+    # mul, add, relu, sub, mul, maximum, minimum, neg: 8 ops as in kiln
+    # (kiln's maximum/minimum with a scalar are clamp_min/clamp_max here).
+    y = torch.relu(x * 1.5 + 0.25)
+    y = (y - 0.5) * 2.0
+    y = torch.clamp_max(torch.clamp_min(y, -1.0), 4.0)
+    return -y
+
+
+def chain8_math(x):
+    y = x * 1.5 + 0.25
+    y = torch.relu(y)
+    y = torch.sqrt(y + 1.0)
+    y = torch.sigmoid(y - 1.0)
+    return torch.clamp_min(y, 0.6)
+
+
+def layer_norm(x, w, b):
+    return F.layer_norm(x, w.shape, w, b, LAYER_NORM_EPS)
+
+
+# name -> function(list of input tensors) -> callable of no arguments that
+# runs one call of the workload. A workload with state (the MLP and its
+# optimizer) builds it here, once per side, so that eager and compiled do
+# not share it.
+def _pure(fn):
+    def build(inputs, compile_fn):
+        f = compile_fn(fn)
+        return lambda: f(*inputs)
+
+    return build
+
+
+def _mlp_train_step(inputs, compile_fn):
+    x, y = inputs
+    dims = (x.shape[1],) + MLP_HIDDEN + (MLP_CLASSES,)
+    layers = []
+    for i in range(len(dims) - 1):
+        layers.append(torch.nn.Linear(dims[i], dims[i + 1]))
+        if i + 2 < len(dims):
+            layers.append(torch.nn.ReLU())
+    model = torch.nn.Sequential(*layers)
+    opt = torch.optim.AdamW(model.parameters(), lr=ADAMW_LR)
+
+    def step(x, y):
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    f = compile_fn(step)
+    return lambda: f(x, y)
+
+
+WORKLOADS = {
+    "chain8": _pure(chain8),
+    "chain8_math": _pure(chain8_math),
+    "bias_relu": _pure(lambda x, b: torch.relu(x + b)),
+    "softmax": _pure(lambda x: torch.softmax(x, -1)),
+    "layernorm": _pure(layer_norm),
+    "relu_dropout": _pure(lambda x: F.dropout(torch.relu(x), DROPOUT_P, training=True)),
+    "relu_dropout_layernorm": _pure(
+        lambda x, w, b: layer_norm(F.dropout(torch.relu(x), DROPOUT_P, training=True), w, b)
+    ),
+    "matmul": _pure(lambda a, b: torch.matmul(a, b)),
+    "linear": _pure(lambda x, w: F.linear(x, w)),
+    "mlp": _pure(
+        lambda x, w1, b1, w2, b2, w3, b3: F.linear(torch.relu(F.linear(torch.relu(F.linear(x, w1, b1)), w2, b2)), w3, b3)
+    ),
+    "mlp_train_step": _mlp_train_step,
+}
+
+
+def make_inputs(specs, name):
+    """Tensors of the dtypes and shapes kiln-bench sent: standard normal for
+    floating point, class labels in [0, MLP_CLASSES) for integers."""
+    dtypes = {
+        "f32": torch.float32,
+        "f64": torch.float64,
+        "f16": torch.float16,
+        "bf16": torch.bfloat16,
+        "i32": torch.int32,
+        "i64": torch.int64,
+        "bool": torch.bool,
+    }
+    g = torch.Generator().manual_seed(42)
+    out = []
+    for s in specs:
+        dtype = dtypes.get(s["dtype"])
+        if dtype is None:
+            raise ValueError(f"{name}: no torch dtype for kiln dtype {s['dtype']}")
+        shape = tuple(s["shape"])
+        if dtype.is_floating_point:
+            out.append(torch.randn(shape, generator=g, dtype=torch.float32).to(dtype))
+        elif dtype == torch.bool:
+            out.append(torch.rand(shape, generator=g) < 0.5)
+        else:
+            out.append(torch.randint(0, MLP_CLASSES, shape, generator=g, dtype=dtype))
+    return out
+
+
+def time_calls(fn, args):
+    """Wall-clock ms of calls of fn, under kiln-bench's RunPolicy."""
+    times = []
+    start = time.perf_counter()
+    while True:
+        runs = len(times)
+        if args.repeats > 0:
+            if runs >= args.repeats:
+                break
+        elif runs >= args.max_runs or (runs >= args.min_runs and time.perf_counter() - start >= args.budget_s):
+            break
+        t0 = time.perf_counter()
+        fn()  # the result is freed before the clock is read, as in kiln-bench
+        times.append((time.perf_counter() - t0) * 1e3)
+    return times
+
+
+def one_line(e):
+    """An exception as one short line (inductor's are pages long)."""
+    lines = [l.strip() for l in str(e).splitlines() if l.strip()]
+    text = f"{type(e).__name__}: {lines[0] if lines else ''}"
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def measure(request, args):
+    name = request["name"]
+    reply = {"name": name, "eager_ms": None, "eager_runs": 0, "eager_first_ms": None,
+             "compiled_ms": None, "compiled_runs": 0, "compile_ms": None,
+             "compile_error": None, "error": None}
+    build = WORKLOADS.get(name)
+    if build is None:
+        reply["error"] = "no PyTorch version of this workload in kiln-bench-torch.py"
+        reply["compile_error"] = reply["error"]
+        return reply
+    try:
+        inputs = make_inputs(request["inputs"], name)
+        eager = build(inputs, lambda f: f)
+        t0 = time.perf_counter()
+        eager()
+        reply["eager_first_ms"] = (time.perf_counter() - t0) * 1e3
+        eager()  # warm-up
+        times = time_calls(eager, args)
+        reply["eager_ms"] = statistics.median(times)
+        reply["eager_runs"] = len(times)
+        del eager
+    except Exception as e:  # a workload PyTorch cannot run: say so, go on
+        reply["error"] = one_line(e)
+        reply["compile_error"] = "eager failed"
+        return reply
+    if not args.compile:
+        reply["compile_error"] = "disabled (--no-torch-compile)"
+        return reply
+    try:
+        torch._dynamo.reset()
+        compiled = build(inputs, torch.compile)
+        t0 = time.perf_counter()
+        compiled()  # traces, compiles (inductor: C++ through the host compiler) and runs
+        reply["compile_ms"] = (time.perf_counter() - t0) * 1e3
+        compiled()  # warm-up (a stateful step may recompile once here)
+        times = time_calls(compiled, args)
+        reply["compiled_ms"] = statistics.median(times)
+        reply["compiled_runs"] = len(times)
+    except Exception as e:
+        reply["compile_error"] = one_line(e)
+    return reply
+
+
+def check_names():
+    names = [line.split()[0] for line in sys.stdin if line.strip()]
+    missing = [n for n in names if n not in WORKLOADS]
+    for n in missing:
+        print(f"kiln-bench-torch.py: no PyTorch version of workload '{n}'", file=sys.stderr)
+    print(f"{len(names) - len(missing)} of {len(names)} workloads have a PyTorch version")
+    return 1 if missing or not names else 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (kiln's pool size)")
+    p.add_argument("--repeats", type=int, default=0, help="exactly N timed calls (0: adaptive)")
+    p.add_argument("--min-runs", type=int, default=5)
+    p.add_argument("--max-runs", type=int, default=20)
+    p.add_argument("--budget-s", type=float, default=1.0)
+    p.add_argument("--no-compile", dest="compile", action="store_false", help="skip torch.compile")
+    p.add_argument("--check-names", action="store_true", help="check `kiln-bench --list` on stdin")
+    args = p.parse_args()
+    if args.check_names:
+        return check_names()
+
+    # The protocol has stdout to itself: whatever else writes to fd 1
+    # (a library's print, the C++ compiler inductor runs) goes to stderr.
+    proto = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+    def send(obj):
+        proto.write(json.dumps(obj) + "\n")
+        proto.flush()
+
+    global torch, F
+    try:
+        import torch as _torch
+        import torch.nn.functional as _F
+    except Exception as e:
+        send({"torch": None, "error": f"import torch failed in {sys.executable}: {one_line(e)}"})
+        return 0
+    torch, F = _torch, _F
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    send({"torch": torch.__version__, "threads": torch.get_num_threads(), "compile": args.compile,
+          "python": sys.executable})
+    for line in sys.stdin:
+        if line.strip():
+            send(measure(json.loads(line), args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
