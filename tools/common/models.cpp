@@ -20,6 +20,23 @@ Tensor chain8Math(const Tensor& x) {
 
 Tensor biasRelu(const Tensor& x, const Tensor& b) { return relu(x + b); }
 
+MlpTrainStep::MlpTrainStep()
+    : model_(nn::Linear(kIn, kHidden), nn::ReLU(), nn::Linear(kHidden, kHidden), nn::ReLU(),
+             nn::Linear(kHidden, kClasses)),
+      optimizer_(model_->parameters()) {}
+
+Tensor MlpTrainStep::operator()(const Tensor& x, const Tensor& labels) {
+  optimizer_.zeroGrad();
+  Tensor loss = crossEntropy(model_(x), labels);
+  loss.backward();
+  optimizer_.step();
+  return loss;
+}
+
+std::vector<ir::TensorType> MlpTrainStep::inputTypes() {
+  return {{DType::f32, {kBatch, kIn}, Device::cpu()}, {DType::i64, {kBatch}, Device::cpu()}};
+}
+
 namespace {
 ir::TensorType f32(Shape shape) { return {DType::f32, std::move(shape), Device::cpu()}; }
 

@@ -36,4 +36,24 @@ Tensor chain8Math(const Tensor& x);
 /// Broadcasting bias-add + relu: relu(x + b) with b over the last dimension.
 Tensor biasRelu(const Tensor& x, const Tensor& b);
 
+/// One training step of issue 3's MLP: Linear(784, 1024)-ReLU-Linear(1024,
+/// 1024)-ReLU-Linear(1024, 10), crossEntropy against class labels,
+/// backward(), then an AdamW step (PyTorch's defaults: lr 1e-3, weight decay
+/// 1e-2) on parameters and optimizer state kept in the object. kiln-bench's
+/// `mlp_train_step`; with issue 5 it becomes `irdump --example mlp_train_step`.
+class MlpTrainStep {
+ public:
+  static constexpr int64_t kIn = 784, kHidden = 1024, kClasses = 10, kBatch = 256;
+  MlpTrainStep();
+  /// One step on x f32[N,784] and labels i64[N] in [0, 10); returns the loss
+  /// (computed before the update).
+  Tensor operator()(const Tensor& x, const Tensor& labels);
+  /// The inputs' types at batch kBatch: x and labels.
+  static std::vector<ir::TensorType> inputTypes();
+
+ private:
+  nn::Sequential model_;
+  optim::AdamW optimizer_;
+};
+
 }  // namespace kiln::tools

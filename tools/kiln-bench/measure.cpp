@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "codegen/kernel_cache.h"
 #include "runtime/allocator.h"
@@ -144,6 +145,7 @@ Result runWorkload(const Workload& w, const RunPolicy& policy) {
   r.name = w.name;
   if (!w.skipped.empty()) {
     r.skipped = w.skipped;
+    r.hasCompiled = false;
     r.eagerMs = r.compiledMs = r.eagerFirstMs = r.compileMs = r.kernelCompileMs = r.copyGbps = NAN;
     return r;
   }
@@ -167,42 +169,50 @@ Result runWorkload(const Workload& w, const RunPolicy& policy) {
   // The engine of kiln::compile(w.fn), with kiln::compile's default options.
   // CompiledFunction::operator() takes tensors one by one and cannot yet call
   // a function of one std::vector<Tensor>, which models are; CompiledFunction
-  // is a thin typed wrapper around this same call.
-  kiln::detail::CompileEngine engine(CompiledFunction<tools::ModelFn>::traceFn(w.fn), CompileOptions{});
-  auto compiled = [&] { return engine.call(inputs); };
-  const double kernelMsBefore = codegen::KernelCache::instance().stats().compileMs;
-  t0 = Clock::now();
-  std::vector<Tensor> got = compiled();
-  r.compileMs = msSince(t0);
-  r.kernelCompileMs = codegen::KernelCache::instance().stats().compileMs - kernelMsBefore;
-
-  r.mismatch = compareOutputs(expected, got);
+  // is a thin typed wrapper around this same call. An eager-only workload
+  // (Workload::compiles false) has no compiled side: its numbers stay NaN.
+  std::optional<kiln::detail::CompileEngine> engine;
+  r.hasCompiled = w.compiles;
+  r.compiledMs = r.compileMs = r.kernelCompileMs = NAN;
+  if (w.compiles) {
+    engine.emplace(w.fn, CompileOptions{});
+    const double kernelMsBefore = codegen::KernelCache::instance().stats().compileMs;
+    t0 = Clock::now();
+    std::vector<Tensor> got = engine->call(inputs);
+    r.compileMs = msSince(t0);
+    r.kernelCompileMs = codegen::KernelCache::instance().stats().compileMs - kernelMsBefore;
+    r.mismatch = compareOutputs(expected, got);
+  }
   r.matches = r.mismatch.empty();
   expected.clear();
-  got.clear();
+  auto compiled = [&] { return engine->call(inputs); };
 
   // Warm-up calls, which also count the kernels one call launches.
   int64_t before = runtime::kernelLaunchCount();
   eager();
   r.kernelsEager = runtime::kernelLaunchCount() - before;
-  before = runtime::kernelLaunchCount();
-  compiled();
-  r.kernelsCompiled = runtime::kernelLaunchCount() - before;
+  if (engine) {
+    before = runtime::kernelLaunchCount();
+    compiled();
+    r.kernelsCompiled = runtime::kernelLaunchCount() - before;
+  }
 
   // Memory bandwidth on a shared machine drifts over seconds, so the copy is
   // sampled around and between the timed loops, not once per run.
   yardstick.sample(kCopySamples);
   std::vector<double> eagerTimes = timeCalls([&] { eager(); }, policy);
   yardstick.sample(kCopySamples);
-  std::vector<double> compiledTimes = timeCalls([&] { compiled(); }, policy);
-  yardstick.sample(kCopySamples);
+  if (engine) {
+    std::vector<double> compiledTimes = timeCalls([&] { compiled(); }, policy);
+    yardstick.sample(kCopySamples);
+    r.compiledRuns = static_cast<int>(compiledTimes.size());
+    r.compiledMs = median(compiledTimes);
+  }
   r.copyBytes = static_cast<int64_t>(yardstick.bytes());
   r.copySamplesGbps = yardstick.samplesGbps();
   r.copyGbps = median(r.copySamplesGbps);
   r.eagerRuns = static_cast<int>(eagerTimes.size());
-  r.compiledRuns = static_cast<int>(compiledTimes.size());
   r.eagerMs = median(eagerTimes);
-  r.compiledMs = median(compiledTimes);
   return r;
 }
 

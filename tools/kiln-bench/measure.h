@@ -71,6 +71,7 @@ struct Result {
   bool matches = false;                           ///< compiled output equals eager bit for bit
   std::string mismatch;                           ///< where they differ, when they do
   std::string skipped;                            ///< Workload::skipped: kiln's side was not run
+  bool hasCompiled = true;                        ///< Workload::compiles (and not skipped)
   std::optional<TorchResult> torch;               ///< PyTorch's side, with --compare-torch
 
   int64_t bytes() const { return inputBytes + outputBytes; }

@@ -72,7 +72,7 @@ std::vector<Column> columns(bool torch) {
       {"copy GB/s", [](const Result& r) { return cell(r.copyGbps); }},
       {"% of copy", [](const Result& r) { return cell(r.percentOfCopy(), "{:.1f}%"); }},
       {"kernels eager", [](const Result& r) { return r.skipped.empty() ? std::to_string(r.kernelsEager) : "-"; }},
-      {"kernels compiled", [](const Result& r) { return r.skipped.empty() ? std::to_string(r.kernelsCompiled) : "-"; }},
+      {"kernels compiled", [](const Result& r) { return r.hasCompiled ? std::to_string(r.kernelsCompiled) : "-"; }},
       {"compile ms", [](const Result& r) { return cell(r.compileMs, "{:.1f}"); }},
       // Compute-bound workloads (Workload::flops) only.
       {"eager GFLOP/s", [](const Result& r) { return cell(r.flops > 0 ? r.eagerGflops() : NAN, "{:.1f}"); }},
@@ -118,6 +118,8 @@ void printTable(std::ostream& os, const Machine& machine, const std::vector<Resu
     for (const Column& c : cols) line += fmt::format(" {:>{}}", c.value(r), std::string_view(c.header).size());
     if (!r.skipped.empty())
       line += "  skipped: " + r.skipped;
+    else if (!r.hasCompiled)
+      line += "  eager only";
     else if (!r.matches)
       line += "  MISMATCH";
     os << line << "\n";
@@ -156,18 +158,18 @@ std::string toJson(const Machine& machine, const std::vector<Result>& results) {
     field("copy_bytes", count(r.copyBytes));
     field("percent_of_copy", num(r.percentOfCopy()));
     field("kernels_eager", count(r.kernelsEager));
-    field("kernels_compiled", count(r.kernelsCompiled));
+    field("kernels_compiled", r.hasCompiled ? count(r.kernelsCompiled) : "null");
     field("compile_ms", num(r.compileMs));
     field("kernel_compile_ms", num(r.kernelCompileMs));
     field("eager_first_ms", num(r.eagerFirstMs));
     field("input_bytes", count(r.inputBytes));
     field("output_bytes", count(r.outputBytes));
     field("eager_runs", count(r.eagerRuns));
-    field("compiled_runs", count(r.compiledRuns));
+    field("compiled_runs", r.hasCompiled ? count(r.compiledRuns) : "null");
     field("flops", num(r.flops));
     field("eager_gflops", r.flops > 0 ? num(r.eagerGflops()) : "null");
     field("compiled_gflops", r.flops > 0 ? num(r.compiledGflops()) : "null");
-    field("matches_eager", ran ? (r.matches ? "true" : "false") : "null");
+    field("matches_eager", r.hasCompiled ? (r.matches ? "true" : "false") : "null");
     field("skipped", ran ? "null" : str(r.skipped));
     field("threads", std::to_string(machine.threads));
     field("cpu", str(machine.cpu));

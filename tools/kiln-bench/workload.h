@@ -26,8 +26,13 @@ struct Workload {
   std::string name;
   std::string description;  ///< one line, for --list and the docs
   std::function<std::vector<Tensor>()> makeInputs;
-  /// The function measured: called directly for eager, through kiln::compile for compiled.
-  tools::ModelFn fn = nullptr;
+  /// The function measured: called directly for eager, through kiln::compile
+  /// for compiled. It may keep state between calls (a training step's
+  /// parameters).
+  std::function<std::vector<Tensor>(const std::vector<Tensor>&)> fn;
+  /// False: eager only, kiln::compile cannot run it yet (a training step,
+  /// until issue 5); its compiled columns are "-".
+  bool compiles = true;
   /// Floating-point operations of one call (a multiply-add counts two), for
   /// the GFLOP/s columns of compute-bound workloads; 0: not counted.
   double flops = 0;

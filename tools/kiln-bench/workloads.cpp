@@ -2,6 +2,9 @@
 // describes each entry; keep the two in step.
 #include <fmt/format.h>
 
+#include <memory>
+#include <random>
+
 #include "runtime/error.h"
 #include "tools/kiln-bench/workload.h"
 
@@ -42,6 +45,41 @@ Workload pending(std::string name, std::string description, std::vector<ir::Tens
 
 namespace {
 ir::TensorType cpu(DType dtype, Shape shape) { return {dtype, std::move(shape), Device::cpu()}; }
+
+// Issue 3's MLP train step (tools::MlpTrainStep): standard-normal x and
+// class labels from a fixed seed; the model and AdamW state are made at the
+// first call and kept. Eager only until kiln::compile traces backward and
+// the optimizer step (issue 5).
+Workload mlpTrainStep() {
+  using tools::MlpTrainStep;
+  Workload w;
+  w.name = "mlp_train_step";
+  w.description =
+      "one AdamW training step of an MLP 784-1024-1024-10 (Linear-ReLU-Linear-ReLU-Linear, crossEntropy, backward) "
+      "on a batch of 256";
+  w.inputTypes = MlpTrainStep::inputTypes();
+  w.makeInputs = [] {
+    Generator gen(42);
+    std::mt19937_64 rng(42);
+    std::vector<int64_t> labels(MlpTrainStep::kBatch);
+    for (int64_t& label : labels) label = static_cast<int64_t>(rng() % MlpTrainStep::kClasses);
+    return std::vector<Tensor>{randn({MlpTrainStep::kBatch, MlpTrainStep::kIn}, gen),
+                               fromVector(labels, {MlpTrainStep::kBatch})};
+  };
+  auto step = std::make_shared<std::unique_ptr<MlpTrainStep>>();
+  w.fn = [step](const std::vector<Tensor>& in) {
+    if (!*step) *step = std::make_unique<MlpTrainStep>();
+    return std::vector<Tensor>{(**step)(in[0], in[1])};
+  };
+  // The matmuls: forward F, the weights' gradients F, the activations'
+  // gradients F less the first layer's (x needs none).
+  const double forward = 2.0 * MlpTrainStep::kBatch *
+                         (MlpTrainStep::kIn * MlpTrainStep::kHidden + MlpTrainStep::kHidden * MlpTrainStep::kHidden +
+                          MlpTrainStep::kHidden * MlpTrainStep::kClasses);
+  w.flops = 3 * forward - 2.0 * MlpTrainStep::kBatch * MlpTrainStep::kIn * MlpTrainStep::kHidden;
+  w.compiles = false;
+  return w;
+}
 }  // namespace
 
 const std::vector<Workload>& workloads() {
@@ -54,15 +92,12 @@ const std::vector<Workload>& workloads() {
       fromModel("matmul", 2.0 * 1024 * 1024 * 1024),  // one sgemm, 1024^3: compute-bound, GFLOP/s
       fromModel("linear", 2.0 * 256 * 784 * 1024),    // the MLP's first layer, w read transposed
       fromModel("mlp", 2.0 * 256 * (784 * 1024 + 1024 * 1024 + 1024 * 10)),  // matmuls between kernels
-      // Issue 3's eager workloads that wait for ops still being built. Each
-      // becomes fromModel(...) (or a written-out Workload) when they land.
+      // Issue 3's eager workloads. One that waits for an op still being
+      // built is pending(...) until the op lands.
       pending("relu_dropout_layernorm",
               "layerNorm(dropout(relu(x), 0.1), {1024}, w, b) on f32[8192,1024], default generator",
               {cpu(DType::f32, {8192, 1024}), cpu(DType::f32, {1024}), cpu(DType::f32, {1024})}, "dropout not built"),
-      pending("mlp_train_step",
-              "one AdamW training step of an MLP 784-1024-1024-10 (Linear-ReLU-Linear-ReLU-Linear, cross_entropy) "
-              "on a batch of 256",
-              {cpu(DType::f32, {256, 784}), cpu(DType::i64, {256})}, "nn and optim not built"),
+      mlpTrainStep(),  // forward, crossEntropy, backward, AdamW: eager only until issue 5
   };
   return table;
 }
