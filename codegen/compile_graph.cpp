@@ -65,7 +65,8 @@ bool supports(const ir::Node& node, std::string* why) {
     case ir::Op::le:
     case ir::Op::gt:
     case ir::Op::ge:
-    case ir::Op::where: return no("elementwise ops run inside fusion nodes (run fuse-elementwise first)");
+    case ir::Op::where:
+    case ir::Op::dropout: return no("elementwise ops run inside fusion nodes (run fuse-elementwise first)");
     case ir::Op::reshape:
     case ir::Op::transpose:
     case ir::Op::slice:

@@ -221,6 +221,7 @@ struct CudaBuilder {
   }
   V band(const V& a, const V& b) { return def(a.name + " & " + b.name, a.dtype); }
   V bor(const V& a, const V& b) { return def(a.name + " | " + b.name, a.dtype); }
+  V bxor(const V& a, const V& b) { return def(a.name + " ^ " + b.name, a.dtype); }
   V shl(const V& a, int n) {
     return def(fmt::format("({})(({}){} << {})", cType(a.dtype), unsignedType(a), a.name, n), a.dtype);
   }

@@ -196,6 +196,7 @@ class ReductionWriter {
       case ScalarInstr::Kind::reduce:
         KILN_ASSERT(!values_[at].name.empty(), "kernel {}: reduce {} read before its pass", k_.name, i);
         break;
+      case ScalarInstr::Kind::index: KILN_ASSERT(false, "kernel {}: index {} in a reduction kernel", k_.name, i);
     }
   }
 
@@ -270,7 +271,8 @@ class ReductionWriter {
           break;
         }
         case ScalarInstr::Kind::constant:
-        case ScalarInstr::Kind::extent: KILN_ASSERT(false, "kernel {}: instruction {} in a pass", k_.name, i);
+        case ScalarInstr::Kind::extent:
+        case ScalarInstr::Kind::index: KILN_ASSERT(false, "kernel {}: instruction {} in a pass", k_.name, i);
       }
     }
     b_.indent = ind;

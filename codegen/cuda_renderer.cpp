@@ -20,17 +20,18 @@ namespace {
 
 using namespace cudacg;
 
-/// The offset expression of parameter `p` from the per-dimension indices
-/// i0..i{rank-1}. The innermost stride is the compile-time class the kernel
-/// was specialized for; the outer ones are arguments.
-std::string offsetExpr(const Kernel& kernel, int p) {
+/// The offset expression of row `p` of `array` (`strides`: parameter p;
+/// `indexStrides`: index space p) from the per-dimension indices
+/// i0..i{rank-1}. The innermost stride is the compile-time class `innerClass`
+/// the kernel was specialized for; the outer ones are arguments.
+std::string offsetExpr(const Kernel& kernel, const char* array, int p, InnerStride innerClass) {
   std::vector<std::string> terms;
   const int inner = kernel.rank - 1;
-  for (int d = 0; d < inner; ++d) terms.push_back(fmt::format("i{} * a.strides[{}][{}]", d, p, d));
-  switch (kernel.params[p].inner) {
+  for (int d = 0; d < inner; ++d) terms.push_back(fmt::format("i{} * a.{}[{}][{}]", d, array, p, d));
+  switch (innerClass) {
     case InnerStride::zero: break;
     case InnerStride::one: terms.push_back(fmt::format("i{}", inner)); break;
-    case InnerStride::any: terms.push_back(fmt::format("i{} * a.strides[{}][{}]", inner, p, inner)); break;
+    case InnerStride::any: terms.push_back(fmt::format("i{} * a.{}[{}][{}]", inner, array, p, inner)); break;
   }
   if (terms.empty()) return "0";
   std::string expr = terms[0];
@@ -62,8 +63,11 @@ std::string renderCudaC(const Kernel& kernel) {
                      kernel.name, rank, numParams);
   out += "// compile with --fmad=false -prec-div=true -prec-sqrt=true -ftz=false for eager-equal results.\n";
   // The layout is LaunchArgs::args followed by numel (codegen/kernel.h).
-  out += fmt::format("struct {} {{\n  long long sizes[{}];\n  long long strides[{}][{}];\n  long long numel;\n}};\n\n",
-                     argsType, rank, numParams, rank);
+  out += fmt::format("struct {} {{\n  long long sizes[{}];\n  long long strides[{}][{}];\n", argsType, rank, numParams,
+                     rank);
+  if (kernel.numIndexSpaces() > 0)
+    out += fmt::format("  long long indexStrides[{}][{}];\n", kernel.numIndexSpaces(), rank);
+  out += "  long long numel;\n};\n\n";
 
   out += fmt::format("extern \"C\" __global__ void {}(", kernel.name);
   for (int p = 0; p < numParams; ++p) {
@@ -98,9 +102,15 @@ std::string renderCudaC(const Kernel& kernel) {
   }
   for (int p = 0; p < numParams; ++p) {
     if (!used[p]) continue;
-    out += fmt::format("    const long long o{} = {};  // inner stride {}\n", p, offsetExpr(kernel, p),
-                       innerStrideName(kernel.params[p].inner));
+    out +=
+        fmt::format("    const long long o{} = {};  // inner stride {}\n", p,
+                    offsetExpr(kernel, "strides", p, kernel.params[p].inner), innerStrideName(kernel.params[p].inner));
   }
+  // The linear index of each index space (codegen/kernel.h).
+  for (int s = 0; s < kernel.numIndexSpaces(); ++s)
+    out += fmt::format("    const long long ix{} = {};  // inner stride {}\n", s,
+                       offsetExpr(kernel, "indexStrides", s, kernel.indexSpaces[s]),
+                       innerStrideName(kernel.indexSpaces[s]));
 
   namespace f = ir::formulas;
   CudaBuilder b(out);
@@ -122,6 +132,10 @@ std::string renderCudaC(const Kernel& kernel) {
         out += "    " + store + "\n";
         break;
       }
+      case ScalarInstr::Kind::index:
+        b.out += fmt::format("    // %{} = index i{} : i64\n", at, instr.param);
+        values[at] = CudaValue{fmt::format("ix{}", instr.param), DType::i64};
+        break;
       case ScalarInstr::Kind::reduce:
       case ScalarInstr::Kind::extent:
         KILN_ASSERT(false, "kernel {}: a reduction in an elementwise kernel", kernel.name);

@@ -19,6 +19,7 @@
 // __restrict__ p0, ..., Tk* __restrict__ pk, KilnArgs_<name> a)` with
 //
 //   struct KilnArgs_<name> { long long sizes[rank]; long long strides[P][rank];
+//                            long long indexStrides[S][rank];  // only when S > 0
 //                            long long numel; };
 //
 // passed by value. Its layout is LaunchArgs::args followed by numel, so the

@@ -43,6 +43,7 @@ std::string instrStr(const ScalarInstr& in, int index) {
       return fmt::format("v{} = reduce.{}(v{}) : {}", index, reduceOpName(in.reduceOp), in.operands.at(0),
                          dtypeName(in.dtype));
     case ScalarInstr::Kind::extent: return fmt::format("v{} = extent : {}", index, dtypeName(in.dtype));
+    case ScalarInstr::Kind::index: return fmt::format("v{} = index i{} : {}", index, in.param, dtypeName(in.dtype));
   }
   return "?";
 }
@@ -109,6 +110,14 @@ ScalarInstr extent(DType dtype) {
   s.dtype = dtype;
   return s;
 }
+
+ScalarInstr index(int space) {
+  ScalarInstr s;
+  s.kind = ScalarInstr::Kind::index;
+  s.param = space;
+  s.dtype = DType::i64;
+  return s;
+}
 }  // namespace instr
 
 namespace {
@@ -161,13 +170,25 @@ void checkKernel(const Kernel& k) {
         const ir::OpInfo& info = ir::opInfo(in.op);
         KILN_ASSERT(info.kind == ir::OpKind::elementwise || info.kind == ir::OpKind::constant,
                     "kernel {}: instruction {} is {}, which has no scalar formula", k.name, i, info.name);
-        KILN_ASSERT(info.arity < 0 || static_cast<int>(in.operands.size()) == info.arity,
+        KILN_ASSERT(info.arity < 0 ||
+                        static_cast<int>(in.operands.size()) == info.arity + (ir::usesElementIndex(in.op) ? 1 : 0),
                     "kernel {}: instruction {} ({}) has {} operands, expected {}", k.name, i, info.name,
-                    in.operands.size(), info.arity);
+                    in.operands.size(), info.arity + (ir::usesElementIndex(in.op) ? 1 : 0));
         for (int o : in.operands) checkOperand(o);
         if (in.op == ir::Op::constant) break;
+        // An op that reads the element's index takes an index instruction
+        // as one more operand; no other op reads one.
+        std::vector<int> operands = in.operands;
+        if (ir::usesElementIndex(in.op)) {
+          KILN_ASSERT(!operands.empty() && k.body[operands.back()].kind == ScalarInstr::Kind::index,
+                      "kernel {}: instruction {} ({}) does not end with an index operand", k.name, i, info.name);
+          operands.pop_back();
+        }
+        for (int o : operands)
+          KILN_ASSERT(k.body[o].kind != ScalarInstr::Kind::index,
+                      "kernel {}: instruction {} ({}) reads index v{} as a value", k.name, i, info.name, o);
         std::vector<DType> types;
-        for (int o : in.operands) types.push_back(k.body[o].dtype);
+        for (int o : operands) types.push_back(k.body[o].dtype);
         const std::optional<DType> want = registryDType(in.op, types, in.attrs);
         KILN_ASSERT(want == in.dtype, "kernel {}: instruction {} ({}) has dtype {}, but its operands give {}", k.name,
                     i, info.name, dtypeName(in.dtype), want ? dtypeName(*want) : "an error");
@@ -201,8 +222,17 @@ void checkKernel(const Kernel& k) {
         KILN_ASSERT(k.isReduction(), "kernel {}: instruction {} is an extent in an elementwise kernel", k.name, i);
         KILN_ASSERT(in.dtype != DType::boolean, "kernel {}: instruction {} is an extent of bool", k.name, i);
         break;
+      case ScalarInstr::Kind::index:
+        // Reduction renderers have no index spaces yet (fuse-reductions, issue 5).
+        KILN_ASSERT(!k.isReduction(), "kernel {}: instruction {} is an index in a reduction kernel", k.name, i);
+        KILN_ASSERT(in.param >= 0 && in.param < k.numIndexSpaces(),
+                    "kernel {}: instruction {} reads index space {} of {}", k.name, i, in.param, k.numIndexSpaces());
+        KILN_ASSERT(in.dtype == DType::i64, "kernel {}: instruction {} is an index of {}", k.name, i,
+                    dtypeName(in.dtype));
+        break;
     }
   }
+  KILN_ASSERT(!k.isReduction() || k.indexSpaces.empty(), "kernel {}: a reduction kernel with index spaces", k.name);
   if (!k.isReduction()) return;
   // Where each value lives: the schedule asserts what it cannot place.
   const KernelStages stages = kernelStages(k);
@@ -234,6 +264,7 @@ KernelStages kernelStages(const Kernel& k) {
       case ScalarInstr::Kind::load: st.row[i] = !k.params[in.param].outer; break;
       case ScalarInstr::Kind::constant:
       case ScalarInstr::Kind::extent: break;
+      case ScalarInstr::Kind::index: st.row[i] = true; break;  // not yet in reduction kernels (checkKernel)
       case ScalarInstr::Kind::op:
         for (int o : in.operands) {
           st.row[i] = st.row[i] || st.row[o];
@@ -295,6 +326,7 @@ std::string Kernel::signature() const {
   for (const KernelParam& p : params)
     s += fmt::format("param {} {} inner {}{}\n", p.output ? "out" : "in", dtypeName(p.dtype), innerName(p.inner),
                      p.outer ? " outer" : "");
+  for (InnerStride inner : indexSpaces) s += fmt::format("index inner {}\n", innerName(inner));
   for (size_t i = 0; i < body.size(); ++i) s += instrStr(body[i], static_cast<int>(i)) + "\n";
   return s;
 }

@@ -14,8 +14,17 @@
 //   args[0 .. rank)                          sizes of the domain, outermost first
 //   args[rank + p*rank .. rank + (p+1)*rank) strides of parameter p, in elements
 //                                            (0 where p is broadcast)
+//   args[rank + (P+s)*rank .. )              strides of index space s (P params)
 //
-// The innermost stride of each parameter is also a compile-time class
+// An index space gives the body a linear index instead of a buffer: the
+// `index` instruction is sum(i_d * stride_d) over the domain's multi-index,
+// computed like a parameter's offset. Lowering makes one for each shape
+// whose row-major element index an op reads (dropout: Note [Dropout
+// draws]), with the contiguous strides of that shape taken over the domain,
+// so the index is the element's position in the op's result whatever
+// coalescing and broadcasting did to the domain.
+//
+// The innermost stride of each parameter (and index space) is also a compile-time class
 // (zero, one, any): with zero or one the renderer uses the constant and the
 // inner loop vectorizes; with any it reads the argument.
 //
@@ -26,7 +35,8 @@
 //
 // CUDA ABI: `extern "C" __global__ void name(T0* p0, ..., Tk* pk, KilnArgs a)`
 // with `struct KilnArgs { long long sizes[rank]; long long strides[P][rank];
-// long long numel; }` passed by value: a grid-stride loop over [0, numel).
+// [long long indexStrides[S][rank];] long long numel; }` passed by value: a
+// grid-stride loop over [0, numel).
 //
 // Reductions. A kernel with reduceRank > 0 splits its domain into outer
 // dims (the first rank - reduceRank, at least one) and reduced dims (the
@@ -89,12 +99,16 @@ std::string_view reduceOpName(ReduceOp op);
 /// One scalar instruction; operands name earlier instructions by index.
 struct ScalarInstr {
   /// extent: the number of elements of a row (reduction kernels), as dtype.
-  enum class Kind : uint8_t { load, constant, op, store, reduce, extent };
+  /// index: the linear index (i64) of the element in index space `param`
+  /// (Kernel::indexSpaces); an op that reads the element's index
+  /// (ir::usesElementIndex) takes one as its last operand. Elementwise
+  /// kernels only, for now.
+  enum class Kind : uint8_t { load, constant, op, store, reduce, extent, index };
   Kind kind = Kind::op;
   ir::Op op = ir::Op::add;            ///< for Kind::op
   ReduceOp reduceOp = ReduceOp::sum;  ///< for Kind::reduce
   std::vector<int> operands;          ///< for Kind::op: inputs; Kind::store, Kind::reduce: {value}
-  int param = -1;                     ///< for load and store
+  int param = -1;                     ///< for load and store; for index, the index space
   double value = 0.0;                 ///< for Kind::constant
   ir::Attributes attrs;               ///< for Kind::op: the node's attributes
   /// Result dtype (load: the param's; constant, op; store: the param's;
@@ -111,6 +125,7 @@ ScalarInstr op(ir::Op op, std::vector<int> operands, ir::Attributes attrs = {}, 
 ScalarInstr store(int param, int value, DType dtype = DType::f32);
 ScalarInstr reduce(ReduceOp op, int value, DType dtype = DType::f32);
 ScalarInstr extent(DType dtype = DType::f32);
+ScalarInstr index(int space);
 }  // namespace instr
 
 struct Kernel {
@@ -119,9 +134,15 @@ struct Kernel {
   /// The innermost dims reduced (0: an elementwise kernel); < rank.
   int reduceRank = 0;
   std::vector<KernelParam> params;  ///< inputs first, then outputs
+  /// Index spaces (see above): the inner stride class of each; their
+  /// strides follow the params' in the arguments.
+  std::vector<InnerStride> indexSpaces;
   std::vector<ScalarInstr> body;
 
   int numParams() const { return static_cast<int>(params.size()); }
+  int numIndexSpaces() const { return static_cast<int>(indexSpaces.size()); }
+  /// Params and index spaces: the number of stride rows in the arguments.
+  int numStrided() const { return numParams() + numIndexSpaces(); }
   bool isReduction() const { return reduceRank > 0; }
   int outerRank() const { return rank - reduceRank; }
   /// A text form of everything the generated code depends on; equal
@@ -136,7 +157,8 @@ struct Kernel {
 /// Checks what every renderer relies on: a C identifier for a name, rank
 /// >= 1, operands that are earlier values, loads from inputs and stores to
 /// outputs of their dtypes, arities, and op dtypes that are the registry's
-/// (ir::inferType) for the operands'; for reductions, at least one reduce,
+/// (ir::inferType) for the operands'; an index instruction as the last
+/// operand of each op that reads the element's index, and only there; for reductions, at least one reduce,
 /// of a row value, of a dtype it takes, and outer params only where a row
 /// value is not needed (no row value stored into an outer param). Throws kiln::InternalError naming the
 /// kernel otherwise: a malformed kernel is a kiln bug.

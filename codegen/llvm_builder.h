@@ -122,6 +122,7 @@ struct LlvmScalarBuilder {
   V bitcast(V x, DType t) { return ir.CreateBitCast(x, type(t)); }
   V band(V a, V b) { return ir.CreateAnd(a, b); }
   V bor(V a, V b) { return ir.CreateOr(a, b); }
+  V bxor(V a, V b) { return ir.CreateXor(a, b); }
   V shl(V a, int n) { return ir.CreateShl(a, llvm::ConstantInt::get(a->getType(), n)); }
   V lshr(V a, int n) { return ir.CreateLShr(a, llvm::ConstantInt::get(a->getType(), n)); }
   V convert(V x, DType t) {

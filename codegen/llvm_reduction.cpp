@@ -233,6 +233,7 @@ class ReductionRenderer {
       case ScalarInstr::Kind::reduce:
         KILN_ASSERT(values_[i], "kernel {}: reduce {} read before its pass", k_.name, i);
         break;
+      case ScalarInstr::Kind::index: KILN_ASSERT(false, "kernel {}: index {} in a reduction kernel", k_.name, i);
     }
   }
 
@@ -324,7 +325,8 @@ class ReductionRenderer {
           break;
         case ScalarInstr::Kind::reduce: fold(in, acc_[i], cur[in.operands[0]]); break;
         case ScalarInstr::Kind::constant:
-        case ScalarInstr::Kind::extent: KILN_ASSERT(false, "kernel {}: instruction {} in a pass", k_.name, i);
+        case ScalarInstr::Kind::extent:
+        case ScalarInstr::Kind::index: KILN_ASSERT(false, "kernel {}: instruction {} in a pass", k_.name, i);
       }
     }
     return cur;

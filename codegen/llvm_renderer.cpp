@@ -12,7 +12,8 @@
 // computes the multi-index of `begin` by division, then, row by row, runs an
 // inner loop over what is left of the current row (the split may start or end
 // mid-row), advances the multi-index with a carry and recomputes each
-// parameter's offset. The inner stride of a parameter is the constant 0 or 1
+// parameter's offset (and each index space's index). The inner stride of a
+// parameter is the constant 0 or 1
 // when its InnerStride says so, which is what lets the loop vectorize.
 //
 // Element math comes from ir/scalar_formulas.h through LlvmScalarBuilder:
@@ -99,9 +100,11 @@ class KernelRenderer {
       return ir_.CreateLoad(i64_, slot, name);
     };
     std::vector<llvm::Value*> sizes(static_cast<size_t>(rank));
-    std::vector<std::vector<llvm::Value*>> strides(static_cast<size_t>(numParams));
+    // Params, then index spaces: each has a row of strides and an offset.
+    const int numStrided = k_.numStrided();
+    std::vector<std::vector<llvm::Value*>> strides(static_cast<size_t>(numStrided));
     for (int d = 0; d < rank; ++d) sizes[d] = arg(d, "size" + std::to_string(d));
-    for (int p = 0; p < numParams; ++p)
+    for (int p = 0; p < numStrided; ++p)
       for (int d = 0; d < rank; ++d)
         strides[p].push_back(arg(rank + p * rank + d, "stride" + std::to_string(p) + "." + std::to_string(d)));
     // The multi-index and the flat position live in allocas that mem2reg
@@ -126,8 +129,8 @@ class KernelRenderer {
     for (int d = 0; d < rank; ++d) index[d] = ir_.CreateLoad(i64_, idx[d], "i" + std::to_string(d));
     llvm::Value* n = ir_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, ir_.CreateSub(sizes[rank - 1], index[rank - 1]),
                                                ir_.CreateSub(end, i), nullptr, "n");
-    std::vector<llvm::Value*> base(static_cast<size_t>(numParams));
-    for (int p = 0; p < numParams; ++p) {
+    std::vector<llvm::Value*> base(static_cast<size_t>(numStrided));
+    for (int p = 0; p < numStrided; ++p) {
       llvm::Value* off = ir_.CreateNSWMul(index[0], strides[p][0]);
       for (int d = 1; d < rank; ++d) off = ir_.CreateNSWAdd(off, ir_.CreateNSWMul(index[d], strides[p][d]));
       base[p] = off;
@@ -139,9 +142,9 @@ class KernelRenderer {
     ir_.SetInsertPoint(inner);
     llvm::PHINode* j = ir_.CreatePHI(i64_, 2, "j");
     j->addIncoming(ir_.getInt64(0), rowBody);
-    std::vector<llvm::Value*> offsets(static_cast<size_t>(numParams));
-    for (int p = 0; p < numParams; ++p) {
-      switch (k_.params[p].inner) {
+    std::vector<llvm::Value*> offsets(static_cast<size_t>(numStrided));
+    for (int p = 0; p < numStrided; ++p) {
+      switch (p < numParams ? k_.params[p].inner : k_.indexSpaces[p - numParams]) {
         case InnerStride::zero: offsets[p] = base[p]; break;
         case InnerStride::one: offsets[p] = ir_.CreateNSWAdd(base[p], j); break;
         case InnerStride::any: offsets[p] = ir_.CreateNSWAdd(base[p], ir_.CreateNSWMul(j, strides[p][rank - 1])); break;
@@ -170,7 +173,8 @@ class KernelRenderer {
     return fn;
   }
 
-  /// The kernel's body at the current offsets. Loads and stores convert
+  /// The kernel's body at the current offsets (of the params, then the
+  /// index spaces). Loads and stores convert
   /// between memory and compute form (ir::formulas::loadValue/storeValue);
   /// f16 and bf16 results are rounded inside emitScalar.
   void renderInstrs(llvm::Function* fn, const std::vector<llvm::Value*>& offsets) {
@@ -191,6 +195,8 @@ class KernelRenderer {
         case ScalarInstr::Kind::store:
           storeElement(ir_, k_.params[in.param].dtype, param(in.param), offsets[in.param], values[in.operands[0]]);
           break;
+        // The linear index of an index space is its "offset".
+        case ScalarInstr::Kind::index: values[i] = offsets[k_.numParams() + in.param]; break;
         case ScalarInstr::Kind::reduce:
         case ScalarInstr::Kind::extent: KILN_ASSERT(false, "kernel {}: a reduction in an elementwise kernel", k_.name);
       }

@@ -71,9 +71,11 @@ std::vector<int64_t> stridesOver(const View& v, const ir::Shape& domain) {
   return out;
 }
 
-/// Builds a kernel over `domain` from its parameters (inputs first) and a
-/// body; coalesces and fills in the launch arguments.
-LoweredKernel finish(const ir::Shape& domain, const std::vector<Param>& params, std::vector<ScalarInstr> body,
+/// Builds a kernel over `domain` from its parameters (inputs first), its
+/// index spaces (strides over the domain) and a body; coalesces (index
+/// spaces take part like parameters) and fills in the launch arguments.
+LoweredKernel finish(const ir::Shape& domain, const std::vector<Param>& params,
+                     const std::vector<std::vector<int64_t>>& indexSpaces, std::vector<ScalarInstr> body,
                      const std::string& opsName) {
   LoweredKernel result;
   Kernel& k = result.kernel;
@@ -83,10 +85,13 @@ LoweredKernel finish(const ir::Shape& domain, const std::vector<Param>& params, 
     strides.push_back(p.strides);
     result.bindings.push_back(p.binding);
   }
+  strides.insert(strides.end(), indexSpaces.begin(), indexSpaces.end());
   std::vector<int64_t> sizes = domain;
   coalesce(sizes, strides);
   k.rank = static_cast<int>(sizes.size());
   for (size_t p = 0; p < k.params.size(); ++p) k.params[p].inner = innerClass(strides[p].back());
+  for (size_t s = 0; s < indexSpaces.size(); ++s)
+    k.indexSpaces.push_back(innerClass(strides[k.params.size() + s].back()));
   k.body = std::move(body);
   k.name = fmt::format("kiln{}_{:08x}", opsName, k.hash() & 0xffffffffu);
 
@@ -135,6 +140,24 @@ LoweredKernel lowerElementwise(const ir::Node& fusion, std::span<const ir::Layou
   for (int j = 0; j < fusion.numOutputs(); ++j)
     params.push_back({fusion.output(j)->type().dtype, true, ir::contiguousStrides(domain), {true, j, 0}});
 
+  // Index spaces: one per distinct result shape whose element index an op
+  // reads (Note [Dropout draws]): the contiguous strides of that shape over
+  // the domain, so the index is the element's row-major position in the op's
+  // result however the domain is coalesced, and repeats where the result is
+  // broadcast into a larger domain.
+  std::vector<std::vector<int64_t>> indexSpaces;
+  std::unordered_map<int, int> spaceInstr;  // index space -> its index instruction
+  auto indexSpaceOf = [&](const ir::Node* n) {
+    const ir::Shape& shape = n->output()->type().shape;
+    KILN_ASSERT(ir::broadcastShapes(shape, domain) == domain, "{} of {} in a fusion over {}", ir::opName(n->op()),
+                ir::shapeStr(shape), ir::shapeStr(domain));
+    std::vector<int64_t> strides = stridesOver(View{-1, shape, ir::contiguousLayout(shape)}, domain);
+    auto found = std::find(indexSpaces.begin(), indexSpaces.end(), strides);
+    if (found != indexSpaces.end()) return static_cast<int>(found - indexSpaces.begin());
+    indexSpaces.push_back(std::move(strides));
+    return static_cast<int>(indexSpaces.size()) - 1;
+  };
+
   // The body: the loads, then the nodes in order, then the stores.
   std::vector<ScalarInstr> instrs;
   for (int p = 0; p < numLoads; ++p) instrs.push_back(instr::load(p, params[p].dtype));
@@ -161,6 +184,15 @@ LoweredKernel lowerElementwise(const ir::Node& fusion, std::span<const ir::Layou
       s.op = n->op();
       s.attrs = n->attrs();
       for (const ir::Value* v : n->inputs()) s.operands.push_back(valueOf(v));
+      if (ir::usesElementIndex(n->op())) {
+        const int space = indexSpaceOf(n);
+        auto it = spaceInstr.find(space);
+        if (it == spaceInstr.end()) {
+          instrs.push_back(instr::index(space));
+          it = spaceInstr.emplace(space, static_cast<int>(instrs.size()) - 1).first;
+        }
+        s.operands.push_back(it->second);
+      }
       if (opsName.size() < 40) opsName += "_" + std::string(ir::opName(n->op()));
     }
     instrs.push_back(std::move(s));
@@ -170,7 +202,7 @@ LoweredKernel lowerElementwise(const ir::Node& fusion, std::span<const ir::Layou
     const ir::Value* out = body.outputs()[j];
     instrs.push_back(instr::store(numLoads + static_cast<int>(j), valueOf(out), out->type().dtype));
   }
-  return finish(domain, params, std::move(instrs), opsName.empty() ? "_copy" : opsName);
+  return finish(domain, params, indexSpaces, std::move(instrs), opsName.empty() ? "_copy" : opsName);
 }
 
 /// The kernels of a fusion whose result is a cat: each input copied into
@@ -204,7 +236,7 @@ std::vector<LoweredKernel> lowerCat(const ir::Node& fusion, std::span<const ir::
       }
       params.push_back({dtype, true, outStrides, {true, 0, at * outStrides[dim]}});
       instrs.push_back(instr::store(static_cast<int>(params.size()) - 1, 0, dtype));
-      kernels.push_back(finish(piece, params, std::move(instrs), "_cat"));
+      kernels.push_back(finish(piece, params, {}, std::move(instrs), "_cat"));
     }
     at += piece[dim];
   }

@@ -17,6 +17,10 @@
 // parameter's innermost stride class and the body — is the kernel; sizes and
 // strides are its arguments, offsets are where each parameter's pointer
 // starts (runtime::KernelStep::offsets). Results are written contiguously.
+// An op that reads its element's index (dropout) gets an index space: the
+// contiguous strides of its result shape over the domain, coalesced with the
+// parameters, so the index it reads is the element's row-major position in
+// its result (codegen/kernel.h).
 //
 // A body that computes nothing (its result is an input or a movement of
 // one) is a copy kernel. A body whose result is a `cat` lowers to one copy

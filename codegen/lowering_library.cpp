@@ -94,6 +94,7 @@ LoweredCall lowerLibrary(const ir::Node& node, std::span<const ir::Layout> input
     case ir::Op::gt:
     case ir::Op::ge:
     case ir::Op::where:
+    case ir::Op::dropout:
     case ir::Op::reshape:
     case ir::Op::transpose:
     case ir::Op::slice:

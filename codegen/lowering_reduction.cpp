@@ -255,6 +255,9 @@ LoweredKernel lowerReduction(const ir::Node& node, std::span<const ir::Layout> l
       continue;
     }
     KILN_ASSERT(n->info().kind == ir::OpKind::elementwise, "{} in a reduction kernel", ir::opName(n->op()));
+    // Reduction kernels have no index spaces yet (codegen/kernel.h); issue 5's
+    // fuse-reductions, which builds such fusions, adds them.
+    KILN_ASSERT(!ir::usesElementIndex(n->op()), "{} in a reduction kernel is not supported yet", ir::opName(n->op()));
     std::vector<int> operands;
     for (const ir::Value* v : n->inputs()) {
       // A row value reading an outer one reads its row's element: right for

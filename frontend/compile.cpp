@@ -18,6 +18,7 @@ struct CompiledProgram {
   runtime::Executable exe;
   std::vector<ir::TensorType> outputTypes;
   std::vector<Tensor> captures;           ///< eager tensors the trace read
+  std::vector<TracedDraw> draws;          ///< random draws, bound afresh at every call
 };
 
 std::string arityMessage(size_t given) {
@@ -46,7 +47,7 @@ Trace traceGraph(const TraceFn& fn, const std::vector<ir::TensorType>& inputs, c
     outputs.push_back(state.valueOf(results[i], "compile"));
   }
   state.graph->setOutputs(outputs);
-  return {std::move(state.graph), std::move(state.captures)};
+  return {std::move(state.graph), std::move(state.captures), std::move(state.draws)};
 }
 
 std::shared_ptr<CompiledProgram> CompileEngine::compileFor(const std::vector<Tensor>& inputs) {
@@ -58,6 +59,7 @@ std::shared_ptr<CompiledProgram> CompileEngine::compileFor(const std::vector<Ten
   program->exe = codegen::compileGraph(*trace.graph);
   for (ir::Value* v : trace.graph->outputs()) program->outputTypes.push_back(v->type());
   program->captures = std::move(trace.captures);
+  program->draws = std::move(trace.draws);
   program->graphText = ir::printGraph(*trace.graph);
   return program;
 }
@@ -82,9 +84,22 @@ std::vector<Tensor> CompileEngine::call(const std::vector<Tensor>& inputs) {
   // contiguous inputs (its cache key is dtypes, shapes and devices only), so
   // a non-contiguous argument or capture is copied on entry, one copy kernel
   // each; a contiguous view is bound where it starts, without a copy.
-  std::vector<Tensor> bound;
-  for (const Tensor& t : inputs) bound.push_back(t.contiguous());
-  for (const Tensor& t : p.captures) bound.push_back(t.contiguous());
+  std::vector<Tensor> bound(p.exe.inputSlots.size());
+  for (size_t i = 0; i < inputs.size(); ++i) bound[i] = inputs[i].contiguous();
+  // Random draws take the generator's seed and next offset, advancing it
+  // once per draw in trace order, as the eager function would (Note [Traced
+  // draws] in frontend/trace.h); the captures fill the other inputs, in order.
+  for (const TracedDraw& d : p.draws) {
+    Generator g = d.generator;
+    bound[static_cast<size_t>(d.seedInput)] =
+        fromVector(std::vector<int64_t>{static_cast<int64_t>(g.seed())}, Shape{}, d.device);
+    bound[static_cast<size_t>(d.offsetInput)] =
+        fromVector(std::vector<int64_t>{static_cast<int64_t>(g.advance())}, Shape{}, d.device);
+  }
+  size_t capture = 0;
+  for (size_t i = inputs.size(); i < bound.size(); ++i)
+    if (!bound[i].defined()) bound[i] = p.captures.at(capture++).contiguous();
+  KILN_ASSERT(capture == p.captures.size(), "compile: {} captures for {} capture inputs", p.captures.size(), capture);
   std::vector<std::shared_ptr<runtime::Buffer>> buffers;
   std::vector<int64_t> offsets;
   for (const Tensor& t : bound) {

@@ -10,7 +10,10 @@
 // shape and device of each) and recompiled when it changes. Eager tensors
 // that the function reads without taking them as arguments (weights, say)
 // are captured: the program reads their current storage at every call.
-// Scalars in the function are constants of the program. The function must
+// Scalars in the function are constants of the program. Random draws
+// (kiln::dropout) are not: each call draws afresh from the generator, which
+// advances exactly as the eager function would advance it, so a compiled
+// call gives the mask the eager call would have given. The function must
 // return a Tensor or a std::vector<Tensor> with at least one tensor. It may
 // take its arguments one by one (up to 16) or as one std::vector<Tensor>.
 #pragma once
@@ -33,11 +36,24 @@ struct CompileOptions {
   std::string pipeline = "canonicalize,fold-constants,cse,dce,fuse-elementwise";
 };
 
-/// A traced graph and the eager tensors it captured (its inputs after the
-/// arguments, in order).
+/// A random draw the trace read from a generator (kiln::dropout): two graph
+/// inputs, 0-d i64, that each call of the compiled program binds to the
+/// generator's seed and to the offset of its next draw, advancing it as the
+/// eager op would (Note [Traced draws] in frontend/trace.h).
+struct TracedDraw {
+  Generator generator;  ///< shares the state of the generator the traced code drew from
+  Device device;        ///< of the two inputs
+  int seedInput = -1;   ///< graph input index
+  int offsetInput = -1;
+};
+
+/// A traced graph and what its inputs after the arguments stand for: eager
+/// tensors it captured (in input order) and random draws (in trace order);
+/// each such input is one or the other.
 struct Trace {
   std::unique_ptr<ir::Graph> graph;
   std::vector<Tensor> captures;
+  std::vector<TracedDraw> draws;
 };
 
 namespace detail {

@@ -86,8 +86,9 @@ std::vector<DType> operandDTypes(ir::Op op, std::span<const Operand> operands) {
   }
   // Library calls take their operands as they are (matmul of f32 and f64 is
   // an error in PyTorch too, and an index stays an integer); the registry
-  // checks their dtypes.
-  if (ir::opInfo(op).kind == ir::OpKind::library) {
+  // checks their dtypes. So does dropout: x a float tensor, seed and offset
+  // i64 (kiln::dropout makes them), with no promotion between them.
+  if (ir::opInfo(op).kind == ir::OpKind::library || op == ir::Op::dropout) {
     for (size_t i = 0; i < operands.size(); ++i)
       want[i] = operands[i].isScalar ? scalarCategoryDType(operands[i]) : operands[i].tensor.dtype();
     return want;

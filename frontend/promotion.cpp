@@ -84,6 +84,7 @@ bool isFloatOnly(ir::Op op) {
     case ir::Op::gt:
     case ir::Op::ge:
     case ir::Op::where:
+    case ir::Op::dropout:  // takes floats only, without promotion (kiln::dropout checks)
     case ir::Op::reshape:
     case ir::Op::transpose:
     case ir::Op::slice:

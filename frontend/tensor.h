@@ -266,22 +266,33 @@ requires(isElementType<T> && !std::is_same_v<T, float>) Tensor
 
 /// The state of a counter-based Philox4x32-10 stream (DESIGN.md §8): every
 /// draw of n elements uses counters (offset, 0..n) under key `seed` and then
-/// advances offset by one, so a seed and an offset name a draw exactly.
+/// advances offset by one, so a seed and an offset name a draw exactly
+/// (ir/scalar_formulas_random.h, Note [Dropout draws]).
+///
+/// A Generator is a handle, like libtorch's at::Generator: copies share one
+/// state, so a compiled function that traced a draw from a generator keeps
+/// drawing from that same state at every call, even after the caller's
+/// Generator object is gone.
 class Generator {
  public:
-  explicit Generator(uint64_t seed = 0) : seed_(seed) {}
-  void manualSeed(uint64_t seed) {
-    seed_ = seed;
-    offset_ = 0;
-  }
-  uint64_t seed() const { return seed_; }
-  uint64_t offset() const { return offset_; }
+  explicit Generator(uint64_t seed = 0) : state_(std::make_shared<State>(State{seed, 0})) {}
+  /// Sets the seed and restarts the offset at 0.
+  void manualSeed(uint64_t seed) { *state_ = {seed, 0}; }
+  uint64_t seed() const { return state_->seed; }
+  uint64_t offset() const { return state_->offset; }
+  /// Sets the offset of the next draw (to replay a draw, or skip ahead).
+  void setOffset(uint64_t offset) { state_->offset = offset; }
   /// Returns the offset of the next draw and advances past it.
-  uint64_t advance() { return offset_++; }
+  uint64_t advance() { return state_->offset++; }
+  /// Whether the two handles share one state.
+  bool sameState(const Generator& other) const { return state_ == other.state_; }
 
  private:
-  uint64_t seed_;
-  uint64_t offset_ = 0;
+  struct State {
+    uint64_t seed;
+    uint64_t offset;
+  };
+  std::shared_ptr<State> state_;
 };
 
 /// The process-wide default generator.
@@ -289,7 +300,11 @@ Generator& defaultGenerator();
 /// Seeds the default generator.
 void manualSeed(uint64_t seed);
 
-/// Standard normal samples (Box-Muller over Philox draws).
+/// Standard normal samples (Box-Muller over Philox draws): element i of a
+/// draw at (seed, offset) takes words 0 and 1 of philox4x32_10(counter =
+/// {lo(i), hi(i), lo(offset), hi(offset)}, key = {lo(seed), hi(seed)}), the
+/// counter and key dropout uses. randn runs eagerly even inside
+/// kiln::compile: its result is captured as a constant input of the program.
 Tensor randn(const Shape& shape, Generator& generator = defaultGenerator(), Device device = Device::cpu());
 /// Uniform samples in [0, 1): element i of a draw is (w >> 8) * 2^-24 for
 /// word 0 of the Philox block randn's element i takes, so every value is a

@@ -25,6 +25,15 @@ ir::Value* TraceState::valueOf(const Tensor& t, const char* op) {
   return v;
 }
 
+std::pair<Tensor, Tensor> TraceState::draw(const Generator& generator, Device device) {
+  const ir::TensorType type{DType::i64, {}, device};
+  const size_t n = draws.size();
+  ir::Value* seed = graph->addInput(type, "seed" + std::to_string(n));
+  ir::Value* offset = graph->addInput(type, "offset" + std::to_string(n));
+  draws.push_back({generator, device, graph->numInputs() - 2, graph->numInputs() - 1});
+  return {wrap(seed), wrap(offset)};
+}
+
 Tensor TraceState::wrap(ir::Value* value) { return wrap(value, ir::contiguousLayout(value->type().shape)); }
 
 Tensor TraceState::wrap(ir::Value* value, ir::Layout layout) {

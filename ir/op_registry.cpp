@@ -48,7 +48,8 @@ Takes takes(Op op) {
     case Op::log:
     case Op::sqrt:
     case Op::tanh:
-    case Op::sigmoid: return Takes::floats;
+    case Op::sigmoid:
+    case Op::dropout: return Takes::floats;
     case Op::add:
     case Op::sub:
     case Op::mul:
@@ -126,6 +127,19 @@ TensorType inferElementwise(Op op, std::span<const TensorType> in, const Attribu
   }
   return {dtype, shape, in[0].device};
 }
+/// dropout(x, seed, offset): x's type; seed and offset are 0-d i64 on x's device.
+TensorType inferDropout(std::span<const TensorType> in, const Attributes& attrs) {
+  dropoutP(attrs);
+  KILN_CHECK(isFloatingPoint(in[0].dtype), "dropout: expected a floating-point dtype (f32, f64, f16, bf16), got {}",
+             typesStr(in));
+  for (const TensorType& t : in.subspan(1)) {
+    KILN_CHECK(t.device == in[0].device, "dropout: expected all tensors on the same device, got {}", typesStr(in));
+    KILN_CHECK(t.dtype == DType::i64 && t.rank() == 0, "dropout: expected seed and offset of type i64[], got {}",
+               typesStr(in));
+  }
+  return in[0];
+}
+
 TensorType inferReshape(std::span<const TensorType> in, const Attributes& attrs) {
   const auto& shape = intListAttr(attrs, "shape", "reshape");
   for (int64_t d : shape) KILN_CHECK(d >= 0, "reshape: negative dimension in shape {}", shapeStr(shape));
@@ -194,6 +208,12 @@ TensorType inferCat(std::span<const TensorType> in, const Attributes& attrs) {
 }
 }  // namespace
 
+double dropoutP(const Attributes& attrs) {
+  const double p = floatAttr(attrs, "p", "dropout");
+  KILN_CHECK(p >= 0.0 && p <= 1.0, "dropout: p must be in [0, 1], got {}", p);  // NaN fails too
+  return p;
+}
+
 const int kNumOps = static_cast<int>(std::size(kOps));
 
 const OpInfo& opInfo(Op op) {
@@ -236,6 +256,7 @@ TensorType inferType(Op op, std::span<const TensorType> inputs, const Attributes
     case Op::gt:
     case Op::ge:
     case Op::where: return inferElementwise(op, inputs, attrs);
+    case Op::dropout: return inferDropout(inputs, attrs);
     case Op::reshape: return inferReshape(inputs, attrs);
     case Op::transpose: return inferTranspose(inputs, attrs);
     case Op::slice: return inferSlice(inputs, attrs);

@@ -50,12 +50,25 @@ std::span<const OpInfo> allOps();
 /// Elementwise operands must share one dtype (`where`: a bool condition and
 /// two values of one dtype; `cast` takes any); add, sub, mul, neg and relu
 /// reject bool, and div, exp, log, sqrt, tanh and sigmoid take floating-point
-/// dtypes only. Comparisons give bool, cast its attribute `dtype`.
+/// dtypes only. Comparisons give bool, cast its attribute `dtype`. dropout
+/// takes a float x and 0-d i64 seed and offset, and gives x's type.
 /// Reductions (ir/reduction_rules.cpp) and library calls
 /// (ir/library_rules.cpp): see Ops.def and docs/ops.md.
 /// Throws kiln::Error naming the op and the input types. Not for fusion
 /// (its types are its body's) nor constant (its type is its creator's).
 TensorType inferType(Op op, std::span<const TensorType> inputs, const Attributes& attrs);
+
+/// Whether the scalar formula of elementwise `op` also reads the element's
+/// row-major linear index in the op's result (dropout: a random draw per
+/// element). Kernels and ir::evalScalar pass that index (i64) as one more
+/// operand after the op's inputs; such an op is not a function of its
+/// operands' values alone, so nothing may fold it or move it across a
+/// movement op.
+inline bool usesElementIndex(Op op) { return op == Op::dropout; }
+
+/// Attribute `p` of a dropout node, checked: a float in [0, 1]. Throws
+/// kiln::Error otherwise (`dropout: p must be in [0, 1], got 1.5`).
+double dropoutP(const Attributes& attrs);
 
 /// Whether `op` is a reduction (OpKind::reduction).
 inline bool isReduction(Op op) { return opInfo(op).kind == OpKind::reduction; }

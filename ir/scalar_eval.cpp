@@ -114,6 +114,7 @@ struct CppBuilder {
   }
   V band(V a, V b) { return in(a.dtype, a.i & b.i); }
   V bor(V a, V b) { return in(a.dtype, a.i | b.i); }
+  V bxor(V a, V b) { return in(a.dtype, a.i ^ b.i); }
   V shl(V a, int n) { return in(a.dtype, static_cast<int64_t>(u(a) << n)); }
   V lshr(V a, int n) {
     const uint64_t bits = a.dtype == DType::i32 ? (u(a) & 0xffffffffu) : u(a);
@@ -192,15 +193,25 @@ double ScalarValue::toDouble() const { return isFloatingPoint(dtype) ? f : stati
 
 ScalarValue evalScalar(Op op, std::span<const ScalarValue> inputs, const Attributes& attrs) {
   if (op == Op::constant) return run(op, inputs, DType::f32, attrs);
+  std::span<const ScalarValue> operands = inputs;
+  if (usesElementIndex(op)) {
+    const int arity = opInfo(op).arity;
+    KILN_CHECK(static_cast<int>(inputs.size()) == arity + 1 && inputs.back().dtype == DType::i64,
+               "{}: expected {} inputs and the element's index (i64), got {} values", opName(op), arity, inputs.size());
+    operands = inputs.first(inputs.size() - 1);
+  }
   std::vector<TensorType> types;
-  for (const ScalarValue& v : inputs) types.push_back({v.dtype, {}, Device::cpu()});
+  for (const ScalarValue& v : operands) types.push_back({v.dtype, {}, Device::cpu()});
   return run(op, inputs, inferType(op, types, attrs).dtype, attrs);
 }
 
 double evalScalar(Op op, DType dtype, std::span<const double> inputs, const Attributes& attrs) {
   std::vector<ScalarValue> values;
   for (size_t k = 0; k < inputs.size(); ++k)
-    values.push_back(ScalarValue::of(op == Op::where && k == 0 ? DType::boolean : dtype, inputs[k]));
+    values.push_back(ScalarValue::of(op == Op::where && k == 0       ? DType::boolean
+                                     : usesElementIndex(op) && k > 0 ? DType::i64  // dropout's seed, offset, index
+                                                                     : dtype,
+                                     inputs[k]));
   if (op == Op::constant) return run(op, values, dtype, attrs).toDouble();
   return evalScalar(op, values, attrs).toDouble();
 }

@@ -50,7 +50,7 @@
 //   V mantissa(V x), exponent(V x)     x = mantissa * 2^exponent, mantissa in
 //                                      [0.5, 1), for finite normal x > 0
 //   V bitcast(V, DType t)              the same bits as t: f32 <-> i32, f64 <-> i64
-//   V band(V,V), bor(V,V)              integers: bitwise and, or
+//   V band(V,V), bor(V,V), bxor(V,V)   integers: bitwise and, or, xor
 //   V shl(V, int n), lshr(V, int n)    integers: shifts by a constant, lshr
 //                                      logical (zeros shifted in)
 //   V convert(V x, DType t)            x as compute dtype t, with the
@@ -71,6 +71,7 @@
 #include "ir/op_registry.h"
 #include "ir/scalar_formulas_bits.h"
 #include "ir/scalar_formulas_f64.h"
+#include "ir/scalar_formulas_random.h"
 #include "runtime/error.h"
 
 namespace kiln::ir::formulas {
@@ -230,6 +231,8 @@ typename B::V emitOp(B& b, Op op, DType outType, std::span<const typename B::V> 
     case Op::gt: return b.fromM(b.gt(in[0], in[1]));
     case Op::ge: return b.fromM(b.ge(in[0], in[1]));
     case Op::where: return b.select(b.toM(in[0]), in[1], in[2]);
+    // in[3] is the element's index (ir::usesElementIndex).
+    case Op::dropout: return dropout(b, in[0], in[1], in[2], in[3], dropoutP(attrs));
     case Op::reshape:
     case Op::transpose:
     case Op::slice:
@@ -252,13 +255,18 @@ typename B::V emitOp(B& b, Op op, DType outType, std::span<const typename B::V> 
 }  // namespace detail
 
 /// The scalar formula of elementwise op `op` on `in` (one value per input,
-/// of the compute dtypes of `inTypes`), with result dtype `outType` (what
-/// ir::inferType gives) and `attrs` the node's attributes. The result is in
+/// of the compute dtypes of `inTypes`, then for an op that reads the
+/// element's index (ir::usesElementIndex) that index, an i64), with result
+/// dtype `outType` (what ir::inferType gives) and `attrs` the node's
+/// attributes. The result is in
 /// the compute dtype of `outType`, rounded to `outType`.
 template <class B>
 typename B::V emitScalar(B& b, Op op, std::span<const DType> inTypes, DType outType, std::span<const typename B::V> in,
                          const Attributes& attrs) {
   KILN_ASSERT(inTypes.size() == in.size(), "{}: {} dtypes for {} operands", opName(op), inTypes.size(), in.size());
+  KILN_ASSERT(
+      !usesElementIndex(op) || (in.size() == static_cast<size_t>(opInfo(op).arity) + 1 && inTypes.back() == DType::i64),
+      "{}: expected its inputs and the element's i64 index, got {} operands", opName(op), in.size());
   // The dtype the formula computes in: its operands' (`where`: its values').
   const DType operand = op == Op::where ? inTypes[1] : inTypes.empty() ? outType : inTypes[0];
   b.dtype = computeDType(operand);

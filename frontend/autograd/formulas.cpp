@@ -159,6 +159,14 @@ Formula formulaFor(Op op, const ir::Attributes& attrs, std::shared_ptr<Args> a, 
       };
     }
     case Op::cast: return [](const Tensor& g) { return std::vector<Tensor>{g}; };
+    // dropout's gradient is the same dropout of g: the same seed, offset and
+    // p draw the same mask (Note [Dropout draws]), recomputed, never stored.
+    // seed and offset (0-d i64, fresh per call) get no gradient.
+    case Op::dropout:
+      a->save(1), a->save(2);
+      return [a, attrs](const Tensor& g) {
+        return std::vector<Tensor>{detail::dispatch(Op::dropout, {g, (*a)[1], (*a)[2]}, attrs), Tensor(), Tensor()};
+      };
     case Op::where:
       a->save(0);
       return [a](const Tensor& g) {
@@ -303,6 +311,7 @@ bool isDifferentiable(Op op) {
     case Op::sigmoid:
     case Op::cast:
     case Op::where:
+    case Op::dropout:
     case Op::reshape:
     case Op::transpose:
     case Op::slice:

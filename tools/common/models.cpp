@@ -37,6 +37,12 @@ std::vector<ir::TensorType> MlpTrainStep::inputTypes() {
   return {{DType::f32, {kBatch, kIn}, Device::cpu()}, {DType::i64, {kBatch}, Device::cpu()}};
 }
 
+Tensor reluDropout(const Tensor& x) { return dropout(relu(x), 0.1); }
+
+Tensor reluDropoutLayerNorm(const Tensor& x, const Tensor& w, const Tensor& b) {
+  return layerNorm(dropout(relu(x), 0.1), {x.size(-1)}, w, b);
+}
+
 namespace {
 ir::TensorType f32(Shape shape) { return {DType::f32, std::move(shape), Device::cpu()}; }
 
@@ -86,6 +92,13 @@ const std::vector<Model>& table() {
        {f32({256, 784}), f32({1024, 784}), f32({1024}), f32({1024, 1024}), f32({1024}), f32({10, 1024}), f32({10})}},
       {"layernorm", "layer norm over the last dim of f32[8192,1024] with weight and bias (two-pass mean and variance)",
        [](const std::vector<Tensor>& in) { return std::vector<Tensor>{layerNorm(in[0], {1024}, in[1], in[2])}; },
+       {f32({8192, 1024}), f32({1024}), f32({1024})}},
+      {"relu_dropout", "relu then dropout (p = 0.1, default generator) on f32[8192,1024]: one kernel",
+       [](const std::vector<Tensor>& in) { return std::vector<Tensor>{reluDropout(in[0])}; },
+       {f32({8192, 1024})}},
+      {"relu_dropout_layernorm",
+       "relu, dropout (p = 0.1) and layer norm with weight and bias over the last dim of f32[8192,1024]",
+       [](const std::vector<Tensor>& in) { return std::vector<Tensor>{reluDropoutLayerNorm(in[0], in[1], in[2])}; },
        {f32({8192, 1024}), f32({1024}), f32({1024})}},
   };
   return kModels;

@@ -35,6 +35,10 @@ Tensor chain8(const Tensor& x);
 Tensor chain8Math(const Tensor& x);
 /// Broadcasting bias-add + relu: relu(x + b) with b over the last dimension.
 Tensor biasRelu(const Tensor& x, const Tensor& b);
+/// dropout(relu(x), 0.1) from the default generator: one kernel compiled.
+Tensor reluDropout(const Tensor& x);
+/// layerNorm(dropout(relu(x), 0.1)) over the last dim with weight w and bias b.
+Tensor reluDropoutLayerNorm(const Tensor& x, const Tensor& w, const Tensor& b);
 
 /// One training step of issue 3's MLP: Linear(784, 1024)-ReLU-Linear(1024,
 /// 1024)-ReLU-Linear(1024, 10), crossEntropy against class labels,

@@ -159,6 +159,10 @@ Result runWorkload(const Workload& w, const RunPolicy& policy) {
   CopyYardstick yardstick(static_cast<size_t>(std::max(kMinCopyBytes, largest)));
 
   // Eager: the first call compiles the one-op kernels it has not seen yet.
+  // Random ops draw from the default generator: the compiled first call
+  // starts from the same state, so that it draws the same masks.
+  Generator& gen = defaultGenerator();
+  const uint64_t seed = gen.seed(), offset = gen.offset();
   auto eager = [&] { return w.fn(inputs); };
   auto t0 = Clock::now();
   std::vector<Tensor> expected = eager();
@@ -177,6 +181,8 @@ Result runWorkload(const Workload& w, const RunPolicy& policy) {
   if (w.compiles) {
     engine.emplace(w.fn, CompileOptions{});
     const double kernelMsBefore = codegen::KernelCache::instance().stats().compileMs;
+    gen.manualSeed(seed);
+    gen.setOffset(offset);
     t0 = Clock::now();
     std::vector<Tensor> got = engine->call(inputs);
     r.compileMs = msSince(t0);

@@ -44,8 +44,6 @@ Workload pending(std::string name, std::string description, std::vector<ir::Tens
 }
 
 namespace {
-ir::TensorType cpu(DType dtype, Shape shape) { return {dtype, std::move(shape), Device::cpu()}; }
-
 // Issue 3's MLP train step (tools::MlpTrainStep): standard-normal x and
 // class labels from a fixed seed; the model and AdamW state are made at the
 // first call and kept. Eager only until kiln::compile traces backward and
@@ -94,9 +92,8 @@ const std::vector<Workload>& workloads() {
       fromModel("mlp", 2.0 * 256 * (784 * 1024 + 1024 * 1024 + 1024 * 10)),  // matmuls between kernels
       // Issue 3's eager workloads. One that waits for an op still being
       // built is pending(...) until the op lands.
-      pending("relu_dropout_layernorm",
-              "layerNorm(dropout(relu(x), 0.1), {1024}, w, b) on f32[8192,1024], default generator",
-              {cpu(DType::f32, {8192, 1024}), cpu(DType::f32, {1024}), cpu(DType::f32, {1024})}, "dropout not built"),
+      fromModel("relu_dropout"),            // relu -> dropout on f32[8192,1024]: Philox per element, one kernel
+      fromModel("relu_dropout_layernorm"),  // relu -> dropout -> layer norm over rows of f32[8192,1024]
       mlpTrainStep(),  // forward, crossEntropy, backward, AdamW: eager only until issue 5
   };
   return table;

@@ -80,6 +80,14 @@ std::multimap<ir::Op, Case> cases() {
   add(Op::slice, "narrow", [](auto& x) { return exp(x[0].narrow(0, 1, 2)); }, {leaf({4, 2}, 43)});
   add(Op::expand, "expand", [](auto& x) { return x[0].expand({3, 2, 4}) * x[1]; },
       {leaf({2, 1}, 44), leaf({3, 2, 4}, 45)});
+  // Every evaluation must draw the same mask: the generator is put back first.
+  Generator dropoutGen(61);
+  add(Op::dropout, "same mask, broadcast",
+      [dropoutGen](auto& x) mutable {
+        dropoutGen.setOffset(0);
+        return dropout(x[0], 0.4, true, dropoutGen) * x[1];
+      },
+      {leaf({3, 5}, 62), leaf({5}, 63)});
   add(Op::cat, "cat", [](auto& x) { return cat({x[0], x[1] * 2.0}, 1); }, {leaf({2, 3}, 46), leaf({2, 2}, 47)});
   add(Op::cat, "stack", [](auto& x) { return stack({x[0], x[1]}, 1); }, {leaf({2, 3}, 48), leaf({2, 3}, 49)});
   add(Op::matmul, "2-d", [](auto& x) { return matmul(x[0], x[1]); }, {leaf({3, 4}, 62), leaf({4, 2}, 63)});

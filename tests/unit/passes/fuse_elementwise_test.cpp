@@ -36,6 +36,25 @@ TEST(FuseElementwise, ChainIsOneKernel) {
   EXPECT_EQ(g.outputs()[0], fusion->output());
 }
 
+TEST(FuseElementwise, ReluDropoutMulIsOneKernel) {
+  // dropout is elementwise: it fuses with its producer and its consumer,
+  // its seed and offset (0-d i64) becoming inputs of the fusion.
+  ir::Graph g;
+  ir::Value* x = g.addInput(f32({64, 32}), "x");
+  ir::Value* seed = g.addInput({DType::i64, {}, Device::cpu()}, "seed");
+  ir::Value* offset = g.addInput({DType::i64, {}, Device::cpu()}, "offset");
+  ir::Value* d =
+      g.create(Op::dropout, std::vector<ir::Value*>{un(g, Op::relu, x), seed, offset}, {{"p", 0.1}})->output();
+  g.setOutputs({bin(g, Op::mul, d, x)});
+  EXPECT_KERNELS(g, 3);
+  fuse(g);
+  EXPECT_KERNELS(g, 1);
+  ir::Node* fusion = g.nodes().at(0);
+  ASSERT_EQ(fusion->op(), Op::fusion);
+  EXPECT_EQ(fusion->body()->numNodes(), 3);
+  EXPECT_EQ(fusion->numInputs(), 3);
+}
+
 TEST(FuseElementwise, ConstantsAreCopiedIntoTheBody) {
   ir::Graph g;
   ir::Value* x = g.addInput(f32({8}), "x");
