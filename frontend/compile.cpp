@@ -4,6 +4,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
 
 #include "codegen/compile_graph.h"
 #include "frontend/trace.h"
@@ -20,6 +23,32 @@ struct CompiledProgram {
   std::vector<Tensor> captures;           ///< eager tensors the trace read
   std::vector<TracedDraw> draws;          ///< random draws, bound afresh at every call
 };
+
+namespace {
+/// Whether KILN_LOG (a comma-separated list) names `topic`.
+bool logs(std::string_view topic) {
+  const char* env = std::getenv("KILN_LOG");
+  if (!env) return false;
+  std::string_view list(env);
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    if (list.substr(0, comma) == topic || list.substr(0, comma) == "all") return true;
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+/// What changed between the signatures of two calls, per argument.
+std::string recompileReason(const std::vector<std::string>& before, const std::vector<std::string>& now) {
+  if (before.empty()) return "no program matches the arguments";
+  std::string why;
+  for (size_t i = 0; i < now.size() && i < before.size(); ++i)
+    if (before[i] != now[i])
+      why += fmt::format("{}argument {} changed from {} to {}", why.empty() ? "" : ", ", i, before[i], now[i]);
+  return why.empty() ? "the arguments match an earlier signature no longer cached" : why;
+}
+}  // namespace
 
 std::string arityMessage(size_t given) {
   return fmt::format("compile: the compiled function cannot be called with {} tensors", given);
@@ -67,17 +96,37 @@ std::shared_ptr<CompiledProgram> CompileEngine::compileFor(const std::vector<Ten
 std::vector<Tensor> CompileEngine::call(const std::vector<Tensor>& inputs) {
   KILN_CHECK(!TraceState::current(), "compile: calling a compiled function while tracing another is not supported yet");
   std::string key;
+  std::vector<std::string> signature;
   for (size_t i = 0; i < inputs.size(); ++i) {
     KILN_CHECK(inputs[i].defined(), "compile: argument {} is an undefined tensor", i);
     KILN_CHECK(!inputs[i].isTraced(), "compile: argument {} ({}) was produced while tracing and has no value", i,
                inputs[i].str());
-    key += inputs[i].type().str() + ";";
+    signature.push_back(inputs[i].type().str() + (inputs[i].requiresGrad() ? " requires_grad" : ""));
+    key += signature.back() + ";";
   }
   auto it = programs_.find(key);
   if (it == programs_.end()) {
+    const std::string why = recompileReason(lastSignature_, signature);
+    lastSignature_ = signature;
+    if (static_cast<int>(programs_.size()) >= options_.cacheLimit) {
+      if (!warnedLimit_) {
+        std::fprintf(stderr,
+                     "kiln::compile: the cache limit of %d programs is reached and %s; this call and further calls "
+                     "with new signatures run eagerly (raise CompileOptions::cacheLimit, or keep that argument's "
+                     "type fixed)\n",
+                     options_.cacheLimit, why.c_str());
+        warnedLimit_ = true;
+      }
+      eagerFallbacks_++;
+      return fn_(inputs);
+    }
+    if (compiles_ > 0 && logs("recompiles"))
+      std::fprintf(stderr, "kiln::compile: recompiling (program %d of at most %d): %s\n", compiles_ + 1,
+                   options_.cacheLimit, why.c_str());
     it = programs_.emplace(key, compileFor(inputs)).first;
     compiles_++;
   }
+  lastSignature_ = signature;
   last_ = it->second;
   const CompiledProgram& p = *it->second;
   // Note [Compiled arguments are contiguous]: a program is compiled for

@@ -7,7 +7,10 @@
 //   kiln::Tensor y = f(x, b);   // traces and compiles on the first call
 //
 // The compiled program is cached by the signature of the arguments (dtype,
-// shape and device of each) and recompiled when it changes. Eager tensors
+// shape, device and requires_grad of each) and recompiled when it changes,
+// up to CompileOptions::cacheLimit programs (then calls with new signatures
+// run eagerly, with one warning); KILN_LOG=recompiles prints why each
+// recompile happened. Eager tensors
 // that the function reads without taking them as arguments (weights, say)
 // are captured: the program reads their current storage at every call.
 // Scalars in the function are constants of the program. Random draws
@@ -34,6 +37,12 @@ namespace kiln {
 struct CompileOptions {
   /// The pass pipeline run on each traced graph.
   std::string pipeline = "canonicalize,fold-constants,cse,dce,fuse-elementwise";
+  /// Programs kept per compiled function, one per argument signature (dtype,
+  /// shape, device and requires_grad of each argument), as
+  /// torch._dynamo's cache_size_limit. Past it, a call with a new signature
+  /// runs the function eagerly (same results, no compile), and the first
+  /// such call warns once on stderr, naming the argument that changed.
+  int cacheLimit = 8;
 };
 
 /// A random draw the trace read from a generator (kiln::dropout): two graph
@@ -75,6 +84,8 @@ class CompileEngine {
 
   /// Programs compiled so far (one per argument signature seen).
   int numCompiles() const { return compiles_; }
+  /// Calls that ran eagerly because the cache limit was reached.
+  int numEagerFallbacks() const { return eagerFallbacks_; }
   /// The fused graph of the most recent call's program, printed.
   std::string lastGraph() const;
   /// Kernels one call of the most recent call's program launches.
@@ -87,7 +98,10 @@ class CompileEngine {
   CompileOptions options_;
   std::map<std::string, std::shared_ptr<CompiledProgram>> programs_;
   std::shared_ptr<CompiledProgram> last_;
+  std::vector<std::string> lastSignature_;  ///< per argument, of the most recent call
   int compiles_ = 0;
+  int eagerFallbacks_ = 0;
+  bool warnedLimit_ = false;
 };
 }  // namespace detail
 
@@ -116,6 +130,7 @@ class CompiledFunction {
   }
 
   int numCompiles() const { return engine_->numCompiles(); }
+  int numEagerFallbacks() const { return engine_->numEagerFallbacks(); }
   std::string lastGraph() const { return engine_->lastGraph(); }
   int lastNumKernels() const { return engine_->lastNumKernels(); }
 
