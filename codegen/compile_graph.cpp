@@ -58,6 +58,14 @@ bool supports(const ir::Node& node, std::string* why) {
     case ir::Op::sqrt:
     case ir::Op::tanh:
     case ir::Op::sigmoid:
+    case ir::Op::pow:
+    case ir::Op::abs:
+    case ir::Op::rsqrt:
+    case ir::Op::sin:
+    case ir::Op::cos:
+    case ir::Op::erf:
+    case ir::Op::silu:
+    case ir::Op::gelu:
     case ir::Op::cast:
     case ir::Op::eq:
     case ir::Op::ne:

@@ -184,6 +184,8 @@ struct CudaBuilder {
   M ne(const V& a, const V& b) { return defM(a.name + " != " + b.name); }
   M isNan(const V& a) { return isFloat(a) ? defM(a.name + " != " + a.name) : M("false"); }
   M orM(const M& a, const M& b) { return defM(a + " || " + b); }
+  M andM(const M& a, const M& b) { return defM(a + " && " + b); }
+  M notM(const M& a) { return defM("!" + a); }
   V select(const M& m, const V& a, const V& b) { return def(m + " ? " + a.name + " : " + b.name, a.dtype); }
   // The same bit tricks as ir/scalar_eval.cpp. The shift is done unsigned so
   // that it is defined whatever n is (a NaN n converts to 0 on the GPU, and

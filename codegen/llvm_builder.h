@@ -92,6 +92,8 @@ struct LlvmScalarBuilder {
   M ne(V a, V b) { return isFloat(a) ? ir.CreateFCmpUNE(a, b) : ir.CreateICmpNE(a, b); }
   M isNan(V a) { return isFloat(a) ? ir.CreateFCmpUNO(a, a) : ir.getFalse(); }
   M orM(M a, M b) { return ir.CreateOr(a, b); }
+  M andM(M a, M b) { return ir.CreateAnd(a, b); }
+  M notM(M a) { return ir.CreateNot(a); }
   V select(M m, V a, V b) { return ir.CreateSelect(m, a, b); }
   // The bit patterns of ir/scalar_eval.cpp. fptosi of NaN is poison here (UB
   // in C++); every formula selects such lanes away before they reach a result.

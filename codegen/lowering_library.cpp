@@ -86,6 +86,14 @@ LoweredCall lowerLibrary(const ir::Node& node, std::span<const ir::Layout> input
     case ir::Op::sqrt:
     case ir::Op::tanh:
     case ir::Op::sigmoid:
+    case ir::Op::pow:
+    case ir::Op::abs:
+    case ir::Op::rsqrt:
+    case ir::Op::sin:
+    case ir::Op::cos:
+    case ir::Op::erf:
+    case ir::Op::silu:
+    case ir::Op::gelu:
     case ir::Op::cast:
     case ir::Op::eq:
     case ir::Op::ne:

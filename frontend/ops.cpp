@@ -25,6 +25,17 @@ Tensor div(const Operand& a, const Operand& b) { return binary(Op::div, a, b); }
 Tensor maximum(const Operand& a, const Operand& b) { return binary(Op::maximum, a, b); }
 Tensor minimum(const Operand& a, const Operand& b) { return binary(Op::minimum, a, b); }
 
+Tensor pow(const Operand& base, const Operand& exponent) {
+  // PyTorch refuses an integer tensor to a negative integer scalar power
+  // (its result would be 0 but for bases 1 and -1); a tensor exponent gets
+  // the element formula (docs/ops.md).
+  if (!base.isScalar && base.tensor.defined() && exponent.kind == Operand::Kind::integer && exponent.intScalar < 0)
+    KILN_CHECK(isFloatingPoint(detail::promotedDType(Op::pow, std::vector<Operand>{base, exponent})),
+               "pow: integers to negative integer powers are not allowed, got {} ^ {}", base.tensor.str(),
+               exponent.intScalar);
+  return binary(Op::pow, base, exponent);
+}
+
 Tensor eq(const Operand& a, const Operand& b) { return binary(Op::eq, a, b); }
 Tensor ne(const Operand& a, const Operand& b) { return binary(Op::ne, a, b); }
 Tensor lt(const Operand& a, const Operand& b) { return binary(Op::lt, a, b); }
@@ -74,5 +85,17 @@ Tensor log(const Tensor& x) { return detail::dispatch(Op::log, {x}); }
 Tensor sqrt(const Tensor& x) { return detail::dispatch(Op::sqrt, {x}); }
 Tensor tanh(const Tensor& x) { return detail::dispatch(Op::tanh, {x}); }
 Tensor sigmoid(const Tensor& x) { return detail::dispatch(Op::sigmoid, {x}); }
+Tensor abs(const Tensor& x) { return detail::dispatch(Op::abs, {x}); }
+Tensor rsqrt(const Tensor& x) { return detail::dispatch(Op::rsqrt, {x}); }
+Tensor sin(const Tensor& x) { return detail::dispatch(Op::sin, {x}); }
+Tensor cos(const Tensor& x) { return detail::dispatch(Op::cos, {x}); }
+Tensor erf(const Tensor& x) { return detail::dispatch(Op::erf, {x}); }
+Tensor silu(const Tensor& x) { return detail::dispatch(Op::silu, {x}); }
+
+Tensor gelu(const Tensor& x, std::string_view approximate) {
+  KILN_CHECK(approximate == "none" || approximate == "tanh", "gelu: approximate must be 'none' or 'tanh', got '{}'",
+             approximate);
+  return detail::dispatch(Op::gelu, {x}, {{"approximate", int64_t{approximate == "tanh" ? 1 : 0}}});
+}
 
 }  // namespace kiln

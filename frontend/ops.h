@@ -7,6 +7,7 @@
 // i32 tensor * 2.5 is f32, f16 tensor * 2.0 stays f16).
 #pragma once
 
+#include <string_view>
 #include <type_traits>
 
 #include "frontend/dispatch.h"
@@ -27,6 +28,14 @@ Tensor div(const Operand& a, const Operand& b);
 Tensor maximum(const Operand& a, const Operand& b);
 /// Elementwise minimum; NaN in either input gives NaN. On bool it is logical and.
 Tensor minimum(const Operand& a, const Operand& b);
+/// `base` to the power `exponent`, as torch.pow: either side may be a
+/// scalar, and they promote as in PyTorch (i32[n] ^ 2 is i32, i32[n] ^ 0.5
+/// is f32). Floats follow C's pow at the special values (pow(x, 0) = 1 even
+/// for NaN x, a negative base to a non-integer power is NaN); integers
+/// multiply by repeated squaring, wrapping, with 0^0 = 1, and an integer
+/// tensor to a negative integer scalar power is an error, as in PyTorch
+/// (docs/ops.md). bool ^ bool is an error.
+Tensor pow(const Operand& base, const Operand& exponent);
 
 // Comparisons: bool results, operands promoted to one dtype first. NaN
 // compares false, except in ne.
@@ -44,7 +53,8 @@ Tensor where(const Tensor& condition, const Operand& a, const Operand& b);
 /// result has the promoted dtype of the three, as torch.clamp.
 Tensor clamp(const Tensor& x, const Operand& min, const Operand& max);
 
-// Unary. exp, log, sqrt, tanh and sigmoid of an integer or bool tensor are f32.
+// Unary. exp, log, sqrt, tanh, sigmoid, rsqrt, sin, cos, erf, silu and gelu
+// of an integer or bool tensor are f32.
 Tensor neg(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor exp(const Tensor& x);
@@ -52,6 +62,18 @@ Tensor log(const Tensor& x);
 Tensor sqrt(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
+/// |x|; abs(-0) = +0, integers wrap (abs(INT_MIN) = INT_MIN); bool is an error, as in PyTorch.
+Tensor abs(const Tensor& x);
+/// 1 / sqrt(x).
+Tensor rsqrt(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor erf(const Tensor& x);
+/// x * sigmoid(x).
+Tensor silu(const Tensor& x);
+/// x/2 (1 + erf(x / sqrt 2)); with `approximate` "tanh", x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x³))),
+/// as torch.nn.functional.gelu. Another `approximate` is an error.
+Tensor gelu(const Tensor& x, std::string_view approximate = "none");
 
 /// A C++ number, which may stand on either side of a tensor operator.
 template <typename S>

@@ -67,13 +67,21 @@ bool isFloatOnly(ir::Op op) {
     case ir::Op::log:
     case ir::Op::sqrt:
     case ir::Op::tanh:
-    case ir::Op::sigmoid: return true;
+    case ir::Op::sigmoid:
+    case ir::Op::rsqrt:
+    case ir::Op::sin:
+    case ir::Op::cos:
+    case ir::Op::erf:
+    case ir::Op::silu:
+    case ir::Op::gelu: return true;
     case ir::Op::constant:
     case ir::Op::add:
     case ir::Op::sub:
     case ir::Op::mul:
     case ir::Op::maximum:
     case ir::Op::minimum:
+    case ir::Op::pow:
+    case ir::Op::abs:
     case ir::Op::neg:
     case ir::Op::relu:
     case ir::Op::cast:

@@ -49,12 +49,20 @@ Takes takes(Op op) {
     case Op::sqrt:
     case Op::tanh:
     case Op::sigmoid:
-    case Op::dropout: return Takes::floats;
+    case Op::dropout:
+    case Op::rsqrt:
+    case Op::sin:
+    case Op::cos:
+    case Op::erf:
+    case Op::silu:
+    case Op::gelu: return Takes::floats;
     case Op::add:
     case Op::sub:
     case Op::mul:
     case Op::neg:
-    case Op::relu: return Takes::numbers;
+    case Op::relu:
+    case Op::abs:
+    case Op::pow: return Takes::numbers;
     case Op::maximum:
     case Op::minimum:
     case Op::cast:
@@ -119,6 +127,7 @@ TensorType inferElementwise(Op op, std::span<const TensorType> in, const Attribu
   for (const TensorType& t : in.subspan(1))
     KILN_CHECK(t.device == in[0].device, "{}: expected all tensors on the same device, got {}", name, typesStr(in));
   const DType dtype = elementwiseDType(op, in, attrs);
+  if (op == Op::gelu) geluApproximate(attrs);  // checks the attribute
   Shape shape = in[0].shape;
   for (const TensorType& t : in.subspan(1)) {
     auto b = broadcastShapes(shape, t.shape);
@@ -216,6 +225,12 @@ double dropoutP(const Attributes& attrs) {
 
 const int kNumOps = static_cast<int>(std::size(kOps));
 
+int geluApproximate(const Attributes& attrs) {
+  const int64_t a = intAttr(attrs, "approximate", "gelu", 0);
+  KILN_CHECK(a == 0 || a == 1, "gelu: attribute 'approximate' must be 0 (erf) or 1 (tanh), got {}", a);
+  return static_cast<int>(a);
+}
+
 const OpInfo& opInfo(Op op) {
   auto i = static_cast<size_t>(op);
   KILN_ASSERT(i < std::size(kOps) && kOps[i].op == op, "op table out of step");
@@ -241,6 +256,7 @@ TensorType inferType(Op op, std::span<const TensorType> inputs, const Attributes
     case Op::div:
     case Op::maximum:
     case Op::minimum:
+    case Op::pow:
     case Op::neg:
     case Op::relu:
     case Op::exp:
@@ -248,6 +264,13 @@ TensorType inferType(Op op, std::span<const TensorType> inputs, const Attributes
     case Op::sqrt:
     case Op::tanh:
     case Op::sigmoid:
+    case Op::abs:
+    case Op::rsqrt:
+    case Op::sin:
+    case Op::cos:
+    case Op::erf:
+    case Op::silu:
+    case Op::gelu:
     case Op::cast:
     case Op::eq:
     case Op::ne:

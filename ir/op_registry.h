@@ -48,12 +48,12 @@ std::span<const OpInfo> allOps();
 /// The result type of `op` applied to inputs of `inputs` types, checking
 /// arity, dtypes, devices and shapes (broadcasting for elementwise ops).
 /// Elementwise operands must share one dtype (`where`: a bool condition and
-/// two values of one dtype; `cast` takes any); add, sub, mul, neg and relu
-/// reject bool, and div, exp, log, sqrt, tanh and sigmoid take floating-point
-/// dtypes only. Comparisons give bool, cast its attribute `dtype`. dropout
-/// takes a float x and 0-d i64 seed and offset, and gives x's type.
-/// Reductions (ir/reduction_rules.cpp) and library calls
-/// (ir/library_rules.cpp): see Ops.def and docs/ops.md.
+/// two values of one dtype; `cast` takes any); add, sub, mul, pow, neg, relu
+/// and abs reject bool, and div, exp, log, sqrt, tanh, sigmoid, rsqrt, sin,
+/// cos, erf, silu and gelu take floating-point dtypes only. Comparisons give
+/// bool, cast its attribute `dtype`. dropout takes a float x and 0-d i64
+/// seed and offset, and gives x's type. Reductions (ir/reduction_rules.cpp)
+/// and library calls (ir/library_rules.cpp): see Ops.def and docs/ops.md.
 /// Throws kiln::Error naming the op and the input types. Not for fusion
 /// (its types are its body's) nor constant (its type is its creator's).
 TensorType inferType(Op op, std::span<const TensorType> inputs, const Attributes& attrs);
@@ -69,6 +69,10 @@ inline bool usesElementIndex(Op op) { return op == Op::dropout; }
 /// Attribute `p` of a dropout node, checked: a float in [0, 1]. Throws
 /// kiln::Error otherwise (`dropout: p must be in [0, 1], got 1.5`).
 double dropoutP(const Attributes& attrs);
+
+/// gelu's attribute `approximate`: 0 (default; the erf form) or 1 (the tanh
+/// approximation). Throws kiln::Error for another value.
+int geluApproximate(const Attributes& attrs);
 
 /// Whether `op` is a reduction (OpKind::reduction).
 inline bool isReduction(Op op) { return opInfo(op).kind == OpKind::reduction; }

@@ -79,6 +79,8 @@ struct CppBuilder {
   M ne(V a, V b) { return isFloat(a) ? a.f != b.f : a.i != b.i; }
   M isNan(V a) { return isFloat(a) && a.f != a.f; }
   M orM(M a, M b) { return a || b; }
+  M andM(M a, M b) { return a && b; }
+  M notM(M a) { return !a; }
   V select(M m, V a, V b) { return m ? a : b; }
   // A NaN n (only in lanes the formulas select away) is taken as 0, which
   // keeps the conversion defined in C++.

@@ -21,11 +21,18 @@
 // fusing a chain of f16 ops never changes a bit. Integers wrap (two's
 // complement, no undefined overflow); bool is 0/1.
 //
-// Accuracy (f32, measured by tests/unit/ir/scalar_formulas_test.cpp against
-// the f64 libm): exp, log ≤ 2 ulp; tanh, sigmoid ≤ 4 ulp away from zero
-// crossings; sqrt, +, -, *, / exact. exp(x) is 0 below x = -87.34 (about
-// 2^-126) and may be a denormal of reduced accuracy just above it. The f64
-// formulas are in ir/scalar_formulas_f64.h, with their own accuracy.
+// Accuracy (f32, measured by tests/unit/ir/scalar_formulas_test.cpp and
+// scalar_formulas_math_test.cpp / _pow_test.cpp against the libm in f64 or
+// long double): exp, log ≤ 2 ulp; tanh, sigmoid ≤ 4 ulp away from zero
+// crossings; sqrt, +, -, *, /, abs exact; rsqrt correctly rounded (every f32
+// checked); sin, cos and pow computed in f64 and rounded once (≤ 0.5 ulp +
+// 2^-20: correctly rounded on every sampled input; sin and cos over the
+// whole f32 range); erf ≤ 2 ulp, silu ≤ 3, gelu ≤ 8 (its tanh form ≤ 8 +
+// 8|u| ulp, u its tanh's argument). exp(x) is 0 below x = -87.34 (about
+// 2^-126) and may be a denormal of reduced accuracy just above it; so are
+// sigmoid, silu, erf's and gelu's tails, which use it. The f64 formulas are
+// in ir/scalar_formulas_f64.h, with their own accuracy. Integer pow is
+// PyTorch's (repeated squaring, wrapping).
 //
 // A builder B provides:
 //   using V = ...;  // a scalar of one compute dtype: f32, f64, i32, i64, bool
@@ -42,7 +49,7 @@
 //                                      signed for integers; false < true
 //   M ne(V,V)                          unordered for floats (true with NaN)
 //   M isNan(V)                         false for integers and bool
-//   M orM(M,M)
+//   M orM(M,M), andM(M,M), notM(M)
 //   V select(M, V a, V b)              a where the predicate holds, else b
 //   V pow2(V n)                        2^n for integer-valued n, in the
 //                                      exponent range of n's type (f32: [-126,
@@ -179,6 +186,185 @@ typename B::V sigmoid(B& b, typename B::V x) {
   return b.div(b.c(1.0), b.add(b.c(1.0), exp(b, b.neg(x))));
 }
 
+/// Runs `f` with the builder's constants in f64 (b.c makes f64 values), for
+/// f32 formulas that compute in f64; restores b.dtype after.
+template <class B, class F>
+typename B::V inF64(B& b, F f) {
+  const DType saved = b.dtype;
+  b.dtype = DType::f64;
+  typename B::V r = f();
+  b.dtype = saved;
+  return r;
+}
+
+/// |x|. Floats clear the sign bit, so abs(-0) = +0 and abs(NaN) is NaN;
+/// integers wrap, so abs(INT_MIN) = INT_MIN (as in PyTorch).
+template <class B>
+typename B::V absolute(B& b, typename B::V x) {
+  if (b.dtype == DType::f32 || b.dtype == DType::f64) {
+    const DType bits = b.dtype == DType::f64 ? DType::i64 : DType::i32;
+    return b.bitcast(b.lshr(b.shl(b.bitcast(x, bits), 1), 1), b.dtype);
+  }
+  return b.select(b.lt(x, b.c(0.0)), b.neg(x), x);
+}
+
+/// 1/sqrt(x) in f32: computed in f64 and rounded once. The f64 value is
+/// within 1 f64 ulp, so the f32 result is correctly rounded unless the true
+/// value lies within 2^-29 f32 ulp of a halfway point; checked exhaustively
+/// (every positive f32 is correctly rounded; tests/unit/ir/scalar_formulas_test.cpp
+/// states how).
+template <class B>
+typename B::V rsqrt(B& b, typename B::V x) {
+  typename B::V xd = b.convert(x, DType::f64);
+  return b.convert(inF64(b, [&] { return rsqrt64(b, xd); }), DType::f32);
+}
+
+/// sin(x) or cos(x) of an f32, computed in f64 and rounded once (within
+/// 0.5 ulp plus 2^-20 ulp, so at most 1 ulp). The reduction is exact over
+/// the whole f32 range without tables: x 2/pi mod 4 is the sum of x c_k mod 4
+/// over seven 29-bit pieces c_k of 2/pi, each product exact (x has 24
+/// significant bits) and so is its remainder; the sum is carried in
+/// double-double, and the pieces past the seventh are worth less than 2^-75
+/// even at FLT_MAX. Then j = the nearest integer, r = (the rest) pi/2, and the
+/// f64 kernels of ir/scalar_formulas_f64.h.
+template <class B>
+typename B::V sinCos(B& b, typename B::V x, bool cosine) {
+  using V = typename B::V;
+  V xd = b.convert(x, DType::f64);
+  V y = inF64(b, [&] {
+    V ax = b.select(b.lt(xd, b.c(0.0)), b.neg(xd), xd);
+    auto finite = b.lt(ax, b.c(INFINITY));
+    V xs = b.select(finite, xd, b.c(0.0));  // inf, NaN: restored at the end
+    DD<B> s{b.c(0.0), b.c(0.0)};
+    for (double piece : {0x1.45f306dp-1, 0x1.9391054p-30, 0x1.4fe13abp-59, 0x1.d1f534dp-88, 0x1.b81b6c5p-117,
+                         0x1.5993c4p-148, 0x1.c820ff2p-175}) {
+      V p = b.mul(xs, b.c(piece));
+      V rest = b.sub(p, b.mul(b.c(4.0), b.rint(b.mul(p, b.c(0.25)))));  // p mod 4, in [-2, 2]
+      DD<B> t = twoSum(b, s.hi, rest);
+      s = {t.hi, b.add(s.lo, t.lo)};
+    }
+    V j = b.rint(s.hi);
+    DD<B> f = twoSum(b, b.sub(s.hi, j), s.lo);
+    DD<B> r = ddMul(b, f, DD<B>{b.c(0x1.921fb54442d18p+0), b.c(0x1.1a62633145c07p-54)});  // pi/2
+    V v = sinCosQuadrant(b, r.hi, r.lo, j, cosine);
+    if (!cosine) v = b.select(b.eq(xd, b.c(0.0)), xd, v);  // sin(+-0) = +-0
+    return b.select(finite, v, b.c(NAN));
+  });
+  return b.convert(y, DType::f32);
+}
+
+/// erf(x) for |x| <= 1 in f32: x T(x²) (Cephes ndtrf.c), evaluated as
+/// x + x (T(x²) - 1), whose rounding errors count a ninth as much.
+template <class B>
+typename B::V erfSmall(B& b, typename B::V x) {
+  using V = typename B::V;
+  V z = b.mul(x, x);
+  V p = b.c(7.853861353153693E-5);
+  for (double k : {-8.010193625184903E-4, 5.188327685732524E-3, -2.685381193529856E-2, 1.128358514861418E-1,
+                   -3.761262582423300E-1, 0.12837916572670993})  // T's last coefficient, 1.12837916572671, less 1
+    p = b.add(b.mul(p, z), b.c(k));
+  return b.add(x, b.mul(x, p));
+}
+
+/// erfc(a + aLow) for a in [1, 10] in f32: exp(-a²) (1/a) P(1/a²) below 2,
+/// R(1/a²) above (Cephes ndtrf.c), with (a + aLow)² in double-double so that
+/// exp(-a²) keeps its accuracy (erfcLarge64 says why). It is 0 where exp
+/// flushes, past a = 9.35.
+template <class B>
+typename B::V erfcLarge(B& b, typename B::V a, typename B::V aLow) {
+  using V = typename B::V;
+  DD<B> a2 = twoProd(b, a, a);
+  a2.lo = b.add(a2.lo, b.mul(b.add(a, a), aLow));
+  V e = b.mul(exp(b, b.neg(a2.hi)), b.sub(b.c(1.0), a2.lo));
+  V q = b.div(b.c(1.0), a);
+  V z = b.mul(q, q);
+  V p = b.c(2.326819970068386E-2);
+  for (double k : {-1.387039388740657E-1, 3.687424674597105E-1, -5.824733027278666E-1, 6.210004621745983E-1,
+                   -4.944515323274145E-1, 3.404879937665872E-1, -2.741127028184656E-1, 5.638259427386472E-1})
+    p = b.add(b.mul(p, z), b.c(k));
+  V r = b.c(-1.047766399936249E1);
+  for (double k : {1.297719955372516E1, -7.495518717768503E0, 2.921019019210786E0, -1.015265279202700E0,
+                   4.218463358204948E-1, -2.820767439740514E-1, 5.641895067754075E-1})
+    r = b.add(b.mul(r, z), b.c(k));
+  return b.mul(b.mul(e, q), b.select(b.lt(a, b.c(2.0)), p, r));
+}
+
+/// erf(x) in f32: erfSmall for |x| <= 1, else sign(x) (1 - erfc(|x|)).
+template <class B>
+typename B::V erf(B& b, typename B::V x) {
+  using V = typename B::V;
+  V ax = b.select(b.lt(x, b.c(0.0)), b.neg(x), x);
+  auto small = b.le(ax, b.c(1.0));
+  V a = b.select(small, b.c(1.0), b.select(b.lt(ax, b.c(10.0)), ax, b.c(10.0)));  // NaN: 10, restored below
+  V big = b.sub(b.c(1.0), erfcLarge(b, a, b.c(0.0)));
+  big = b.select(b.lt(x, b.c(0.0)), b.neg(big), big);
+  V y = b.select(small, erfSmall(b, x), big);
+  return b.select(b.isNan(x), x, y);
+}
+
+/// gelu(x) = x/2 (1 + erf(x/sqrt 2)) in f32, the factor for x < 0 being
+/// erfc(|x|/sqrt 2) computed directly, as geluErf64 explains.
+template <class B>
+typename B::V geluErf(B& b, typename B::V x) {
+  using V = typename B::V;
+  DD<B> z = timesSqrtHalf(b, x);
+  auto negative = b.lt(z.hi, b.c(0.0));
+  V az = b.select(negative, b.neg(z.hi), z.hi), azLow = b.select(negative, b.neg(z.lo), z.lo);
+  auto small = b.le(az, b.c(1.0)), below = b.lt(az, b.c(10.0));  // NaN: neither
+  V s = erfSmall(b, b.select(small, az, b.c(0.0)));
+  V c = erfcLarge(b, b.select(small, b.c(1.0), b.select(below, az, b.c(10.0))),
+                  b.select(b.andM(b.notM(small), below), azLow, b.c(0.0)));
+  V up = b.select(small, b.add(b.c(1.0), s), b.sub(b.c(2.0), c));
+  V down = b.select(small, b.sub(b.c(1.0), s), c);
+  return b.mul(b.mul(x, b.c(0.5)), b.select(b.lt(x, b.c(0.0)), down, up));
+}
+
+/// gelu with the tanh approximation in f32: x / (1 + exp(-2u)), u =
+/// sqrt(2/pi) (x + 0.044715 x³), as geluTanh64 explains.
+template <class B>
+typename B::V geluTanh(B& b, typename B::V x) {
+  using V = typename B::V;
+  V inner = b.mul(b.c(0.7978845608028654), b.add(x, b.mul(b.c(0.044715), b.mul(b.mul(x, x), x))));
+  return b.div(x, b.add(b.c(1.0), exp(b, b.mul(inner, b.c(-2.0)))));
+}
+
+/// silu(x) = x / (1 + exp(-x)) in f32.
+template <class B>
+typename B::V silu(B& b, typename B::V x) {
+  return b.div(x, b.add(b.c(1.0), exp(b, b.neg(x))));
+}
+
+/// pow(x, y) of f32s: pow64 on the exact f64 values, rounded once (within
+/// 0.5 ulp plus 2^-20 ulp; subnormal f32 results are exact f64 normals
+/// before that rounding).
+template <class B>
+typename B::V pow(B& b, typename B::V x, typename B::V y) {
+  typename B::V xd = b.convert(x, DType::f64), yd = b.convert(y, DType::f64);
+  return b.convert(inF64(b, [&] { return pow64(b, xd, yd); }), DType::f32);
+}
+
+/// pow of i32 or i64 as PyTorch computes it (ATen's powi): for y >= 0, by
+/// repeated squaring over y's bits (unrolled: formulas have no loops), the
+/// multiplications wrapping, 0^0 = 1; for y < 0, 1 where x = 1, -1 or 1 by
+/// y's parity where x = -1, else 0. (PyTorch's frontend rejects a negative
+/// integer scalar exponent; kiln's does too, frontend/ops.cpp.)
+template <class B>
+typename B::V intPow(B& b, typename B::V x, typename B::V y) {
+  using V = typename B::V;
+  const V zero = b.c(0.0), one = b.c(1.0), minusOne = b.c(-1.0);
+  const int bits = b.dtype == DType::i64 ? 63 : 31;  // of a y >= 0
+  V result = one, base = x, e = y;
+  for (int i = 0; i < bits; ++i) {
+    result = b.select(b.ne(b.band(e, one), zero), b.mul(result, base), result);
+    if (i + 1 == bits) break;
+    base = b.mul(base, base);
+    e = b.lshr(e, 1);
+  }
+  V parity = b.select(b.ne(b.band(y, one), zero), minusOne, one);
+  V negative = b.select(b.eq(x, one), one, b.select(b.eq(x, minusOne), parity, zero));
+  return b.select(b.lt(y, zero), negative, result);
+}
+
 /// `x`, a value of compute dtype computeDType(dtype), rounded to `dtype`:
 /// the identity except for f16 and bf16, which round an f32 to nearest even.
 template <class B>
@@ -214,6 +400,9 @@ typename B::V emitOp(B& b, Op op, DType outType, std::span<const typename B::V> 
     case Op::div: return b.div(in[0], in[1]);
     case Op::maximum: return maximum(b, in[0], in[1]);
     case Op::minimum: return minimum(b, in[0], in[1]);
+    case Op::pow:
+      if (b.dtype == DType::i32 || b.dtype == DType::i64) return intPow(b, in[0], in[1]);
+      return f64 ? pow64(b, in[0], in[1]) : pow(b, in[0], in[1]);
     case Op::neg: return b.neg(in[0]);
     // relu(NaN) is NaN and relu(-0) is -0, as in PyTorch (tests/reference):
     // an ordered < gives both in one compare.
@@ -223,6 +412,15 @@ typename B::V emitOp(B& b, Op op, DType outType, std::span<const typename B::V> 
     case Op::sqrt: return b.sqrt(in[0]);
     case Op::tanh: return f64 ? tanh64(b, in[0]) : tanh(b, in[0]);
     case Op::sigmoid: return f64 ? sigmoid64(b, in[0]) : sigmoid(b, in[0]);
+    case Op::abs: return absolute(b, in[0]);
+    case Op::rsqrt: return f64 ? rsqrt64(b, in[0]) : rsqrt(b, in[0]);
+    case Op::sin: return f64 ? sinCos64(b, in[0], false) : sinCos(b, in[0], false);
+    case Op::cos: return f64 ? sinCos64(b, in[0], true) : sinCos(b, in[0], true);
+    case Op::erf: return f64 ? erf64(b, in[0]) : erf(b, in[0]);
+    case Op::silu: return f64 ? silu64(b, in[0]) : silu(b, in[0]);
+    case Op::gelu:
+      if (geluApproximate(attrs) == 1) return f64 ? geluTanh64(b, in[0]) : geluTanh(b, in[0]);
+      return f64 ? geluErf64(b, in[0]) : geluErf(b, in[0]);
     case Op::cast: return b.convert(in[0], computeDType(outType));
     case Op::eq: return b.fromM(b.eq(in[0], in[1]));
     case Op::ne: return b.fromM(b.ne(in[0], in[1]));

@@ -158,6 +158,88 @@ Formula formulaFor(Op op, const ir::Attributes& attrs, std::shared_ptr<Args> a, 
         return std::vector<Tensor>{mul(mul(g, sub(1.0, s)), s)};
       };
     }
+    case Op::pow: {
+      // PyTorch's pow_backward_self and pow_backward_exponent: 0 where the
+      // exponent is 0, else g * (y * x^(y - 1)); 0 where x = 0 and y >= 0,
+      // else g * (x^y log x). A scalar base has no gradient, but its log is
+      // needed for the exponent's: computed in the result's dtype.
+      const bool dx = a->needs(0), dy = a->needs(1);
+      a->save(0), a->save(1);
+      auto y = std::make_shared<SavedTensor>(result);
+      const DType dtype = result.dtype();
+      return [a, y, dx, dy, dtype](const Tensor& g) {
+        const Operand x = (*a)[0], e = (*a)[1];
+        Tensor gx, gy;
+        if (dx && e.isScalar) {  // then x is a tensor
+          const Operand eMinus1 = e.kind == Operand::Kind::floating ? Operand(e.scalar - 1) : Operand(e.intScalar - 1);
+          gx = e.scalar == 0 ? zeros(g.shape(), g.dtype(), g.device()) : mul(g, mul(e, pow(x, eMinus1)));
+        } else if (dx) {
+          gx = where(eq(e.tensor, 0.0), 0.0, mul(g, mul(e, pow(x, sub(e.tensor, 1.0)))));
+        }
+        if (dy) {  // e is a tensor
+          const Tensor logX = x.isScalar ? log(full({}, x.scalar, dtype, g.device())) : log(x.tensor);
+          const Tensor xZero = x.isScalar ? full({}, x.scalar == 0, DType::boolean, g.device()) : eq(x.tensor, 0.0);
+          gy = mul(g, where(minimum(xZero, ge(e.tensor, 0.0)), 0.0, mul(y->unpack(a->node()), logX)));
+        }
+        return std::vector<Tensor>{gx, gy};
+      };
+    }
+    case Op::abs:
+      a->save(0);
+      // g * sign(x), sign(0) = sign(NaN) = 0, as PyTorch's sgn.
+      return [a](const Tensor& g) {
+        const Tensor x = (*a)[0].tensor;
+        return std::vector<Tensor>{mul(g, sub(gt(x, 0.0).to(g.dtype()), lt(x, 0.0).to(g.dtype())))};
+      };
+    case Op::rsqrt: {
+      auto y = std::make_shared<SavedTensor>(result);
+      // PyTorch: -0.5 * g * y^3, with y^3 = y * y * y.
+      return [y, a](const Tensor& g) {
+        const Tensor r = y->unpack(a->node());
+        return std::vector<Tensor>{mul(mul(g, -0.5), mul(mul(r, r), r))};
+      };
+    }
+    case Op::sin:
+      a->save(0);
+      return [a](const Tensor& g) { return std::vector<Tensor>{mul(g, cos((*a)[0].tensor))}; };
+    case Op::cos:
+      a->save(0);
+      return [a](const Tensor& g) { return std::vector<Tensor>{mul(g, neg(sin((*a)[0].tensor)))}; };
+    case Op::erf:
+      a->save(0);
+      // PyTorch: 2/sqrt(pi) * exp(-(x * x)) * g.
+      return [a](const Tensor& g) {
+        const Tensor x = (*a)[0].tensor;
+        return std::vector<Tensor>{mul(mul(exp(neg(mul(x, x))), 1.1283791670955126), g)};
+      };
+    case Op::silu:
+      a->save(0);
+      // PyTorch's silu_backward: g * s * (1 + x * (1 - s)), s = sigmoid(x).
+      return [a](const Tensor& g) {
+        const Tensor x = (*a)[0].tensor, s = sigmoid(x);
+        return std::vector<Tensor>{mul(mul(g, s), add(1.0, mul(x, sub(1.0, s))))};
+      };
+    case Op::gelu: {
+      a->save(0);
+      const bool tanhForm = ir::geluApproximate(attrs) == 1;
+      // PyTorch's GeluBackward kernels, step by step.
+      return [a, tanhForm](const Tensor& g) {
+        const Tensor x = (*a)[0].tensor;
+        if (!tanhForm) {
+          const Tensor cdf = mul(add(erf(mul(x, 0.70710678118654752440)), 1.0), 0.5);
+          const Tensor pdf = mul(exp(mul(mul(x, x), -0.5)), 0.39894228040143267794);  // 1/sqrt(2 pi)
+          return std::vector<Tensor>{mul(g, add(cdf, mul(x, pdf)))};
+        }
+        const double beta = 0.7978845608028654, kappa = 0.044715;
+        const Tensor xx = mul(x, x);
+        const Tensor t = tanh(mul(add(x, mul(mul(xx, x), kappa)), beta));
+        const Tensor left = mul(x, 0.5), right = add(t, 1.0);
+        const Tensor leftDerivative = mul(right, 0.5);
+        const Tensor innerDerivative = mul(add(mul(xx, 3.0 * kappa), 1.0), beta);
+        const Tensor rightDerivative = mul(mul(left, sub(1.0, mul(t, t))), innerDerivative);
+        return std::vector<Tensor>{mul(g, add(leftDerivative, rightDerivative))};
+      };
+    }
     case Op::cast: return [](const Tensor& g) { return std::vector<Tensor>{g}; };
     // dropout's gradient is the same dropout of g: the same seed, offset and
     // p draw the same mask (Note [Dropout draws]), recomputed, never stored.
@@ -309,6 +391,14 @@ bool isDifferentiable(Op op) {
     case Op::sqrt:
     case Op::tanh:
     case Op::sigmoid:
+    case Op::pow:
+    case Op::abs:
+    case Op::rsqrt:
+    case Op::sin:
+    case Op::cos:
+    case Op::erf:
+    case Op::silu:
+    case Op::gelu:
     case Op::cast:
     case Op::where:
     case Op::dropout:

@@ -30,7 +30,7 @@ except ImportError:
 
 FORMAT = 1
 HERE = os.path.dirname(os.path.abspath(__file__))
-DTYPES = {"f32": torch.float32}  # f64/f16/bf16: add here and in bits() below
+DTYPES = {"f32": torch.float32, "f64": torch.float64}  # f16/bf16: add here and in bits() below
 
 F32_MAX = 3.4028234663852886e38
 F32_MIN_NORMAL = 1.1754943508222875e-38
@@ -42,6 +42,10 @@ F32_MIN_DENORMAL = 1.401298464324817e-45
 SPECIAL = [0.0, -0.0, math.inf, -math.inf, math.nan, F32_MIN_DENORMAL, -F32_MIN_DENORMAL, 1e-40, -1e-40,
            1.1754942106924411e-38, F32_MIN_NORMAL, -F32_MIN_NORMAL, F32_MAX, -F32_MAX, 1.0, -1.0, 0.5, -0.5, 2.0,
            -3.0, 1e-20, 1e20]
+
+# Added to SPECIAL for f64 cases: the ends of f64's range and exp's thresholds there.
+SPECIAL_F64 = [1.7976931348623157e308, -1.7976931348623157e308, 5e-324, -5e-324, 2.2250738585072014e-308, 1e-310,
+               1e300, -1e300, 709.78, 709.79, -745.1, -746.0]
 
 # The operands of the binary ops' special case, paired all with all
 # ([13,1] against [1,13]): inf - inf, 0 * inf, 0 / 0, -0 + 0, overflow,
@@ -68,6 +72,15 @@ def binary(fn, expr, scalar_as_tensor=()):
 
 
 ident = lambda r: r  # noqa: E731
+F = torch.nn.functional
+# Points sin and cos must reduce well: near multiples of pi/2, large arguments
+# (16367173 * 2^72 is the f32 closest to a multiple of pi/2 in its binade),
+# and pi rounded to f32.
+TRIG = [3.1415927, -3.1415927, 1.5707964, 4.712389, 6.2831855, 1e4, -1e4, 1e6, 1e9, 7.7272e28, 16367173 * 2.0**72,
+        1e-4, 0.7853982, 0.78539819, 100.0, -355.0]
+# erf and gelu: erf's switch at |x| = 1, its saturation, gelu's left tail.
+ERF = [1.0, -1.0, 0.99999994, 1.0000001, 0.5, 2.0, -2.0, 3.9, 4.0, 6.0, -6.0, 10.0, 1e-4, -1e-4]
+GELU = [-5.0, -8.0, -10.0, -13.0, -20.0, -30.0, 1.4142135, -1.4142135, 1.4142137, 5.0, 10.0, 1e-4, -1e-4, 0.5]
 
 # One entry per op: adding an op to kiln adds a line here (and a line to the
 # tolerance table of reference_test.cpp).
@@ -96,6 +109,20 @@ OPS = {
     "sigmoid": unary(torch.sigmoid, "torch.sigmoid({x})", lambda r: r * 4,
                      [1e-8, 15.0, -15.0, 17.0, -17.0, 30.0, -30.0, 88.0, -88.0, -88.7, -89.0, -100.0, -104.0],
                      ("lin", -110.0, 100.0)),
+    "pow": binary(torch.pow, "torch.pow({a}, {b})", scalar_as_tensor=("a",)),
+    "abs": unary(torch.abs, "torch.abs({x})", ident, [], None),
+    "rsqrt": unary(torch.rsqrt, "torch.rsqrt({x})", lambda r: torch.exp(2 * r), [4.0, 0.25, 1e-30, 1e30, 3.0, 1e-44],
+                   ("log", 1e-44, 3e38)),
+    "sin": unary(torch.sin, "torch.sin({x})", lambda r: r * 4, TRIG, ("lin", -30.0, 30.0)),
+    "cos": unary(torch.cos, "torch.cos({x})", lambda r: r * 4, TRIG, ("lin", -30.0, 30.0)),
+    "erf": unary(torch.erf, "torch.erf({x})", lambda r: r * 2, ERF, ("lin", -6.0, 6.0)),
+    "silu": unary(F.silu, "torch.nn.functional.silu({x})", lambda r: r * 4,
+                  [1e-8, 15.0, -15.0, 17.0, -17.0, 30.0, -30.0, 88.0, -88.0, -88.7, -89.0, -100.0, -104.0],
+                  ("lin", -110.0, 100.0)),
+    "gelu": unary(F.gelu, "torch.nn.functional.gelu({x})", lambda r: r * 3, GELU, ("lin", -15.0, 10.0)),
+    # kiln's gelu with approximate = 1 (kOps in reference_test.cpp runs gelu(x, "tanh") for this file).
+    "gelu_tanh": unary(lambda x: F.gelu(x, approximate="tanh"), "torch.nn.functional.gelu({x}, approximate='tanh')",
+                       lambda r: r * 3, GELU, ("lin", -15.0, 10.0)),
 }
 
 
@@ -104,6 +131,8 @@ def bits(value, dtype):
     dtype) as lower-case hex of the dtype's width."""
     if dtype == "f32":
         return "%08x" % struct.unpack("<I", struct.pack("<f", value))[0]
+    if dtype == "f64":
+        return "%016x" % struct.unpack("<Q", struct.pack("<d", value))[0]
     raise ValueError("no bit format for dtype " + dtype)
 
 
@@ -165,9 +194,10 @@ def randn(shape, gen):
     return torch.randn(shape, generator=gen, dtype=torch.float64)
 
 
-def f32_exact(values):
-    """values rounded to f32, as a float64 tensor (so torch.tensor keeps them)."""
-    return torch.tensor(values, dtype=torch.float64).to(torch.float32).to(torch.float64)
+def exact(values, dtype):
+    """values rounded to the case's dtype, as a float64 tensor (so torch.tensor keeps them)."""
+    t = torch.tensor(values, dtype=torch.float64)
+    return t.to(torch.float32).to(torch.float64) if dtype == "f32" else t
 
 
 def cases_for(op, spec, dtype):
@@ -184,7 +214,8 @@ def cases_for(op, spec, dtype):
             else:
                 xs = torch.logspace(math.log10(lo), math.log10(hi), 256, dtype=torch.float64)
             cases.append(make_case(op, "sweep_%g_%g" % (lo, hi), spec, dtype, [xs]))
-        cases.append(make_case(op, "special", spec, dtype, [f32_exact(SPECIAL + spec["extra"])]))
+        extra = SPECIAL_F64 if dtype == "f64" else []
+        cases.append(make_case(op, "special", spec, dtype, [exact(SPECIAL + spec["extra"] + extra, dtype)]))
     else:
         for sa, sb in (([37], [37]), ([4, 5], [4, 5]), ([2, 3], [3]), ([2, 1], [1, 3]), ([3], [2, 3]),
                        ([2, 3], [])):
@@ -193,11 +224,23 @@ def cases_for(op, spec, dtype):
             b = randn(sb, gen)
             if op == "div":  # keep most quotients moderate; special covers the rest
                 b = b.sign() * (b.abs() + 0.25)
+            if op == "pow":  # positive bases (a negative one to a non-integer power is NaN)
+                a = a.abs() * 2 + 0.05
             cases.append(make_case(op, name, spec, dtype, [a, b]))
         for s in (2.5, 0.1):
-            cases.append(make_case(op, "tensor_scalar_%g" % s, spec, dtype, [randn([4, 5], gen), s]))
+            base = randn([4, 5], gen)
+            if op == "pow":
+                base = base.abs() * 2 + 0.05
+            cases.append(make_case(op, "tensor_scalar_%g" % s, spec, dtype, [base, s]))
             cases.append(make_case(op, "scalar_tensor_%g" % s, spec, dtype, [s, randn([4, 5], gen)]))
-        pairs = f32_exact(SPECIAL_PAIRS)
+        if op == "pow":  # negative bases to integer powers, and large powers near overflow
+            cases.append(make_case(op, "negative_base_integer_exponent", spec, dtype,
+                                   [randn([2, 10], gen) * 3, torch.arange(-4.0, 6.0, dtype=torch.float64)]))
+            cases.append(make_case(op, "near_overflow", spec, dtype,
+                                   [torch.tensor([1.5, 2.0, 10.0, 0.5, 1.0001, 0.9999], dtype=torch.float64),
+                                    torch.tensor([218.0, 127.9, 38.5, -149.0, 800000.0, 1000000.0],
+                                                 dtype=torch.float64)]))
+        pairs = exact(SPECIAL_PAIRS, dtype)
         cases.append(make_case(op, "special", spec, dtype, [pairs.reshape(-1, 1), pairs.reshape(1, -1)]))
     return cases
 

@@ -29,6 +29,7 @@ Kernel everyOpKernel() {
               {DType::f32, false, InnerStride::one},
               {DType::f32, true, InnerStride::one}};
   using ir::Op;
+  const ir::Attributes tanhForm = {{"approximate", int64_t{1}}};
   k.body = {
       load(0),                                 // %0 x
       load(1),                                 // %1 y
@@ -49,7 +50,16 @@ Kernel everyOpKernel() {
       op(Op::mul, {14, 15}),                   // %16
       constant(-1.0e-3),                       // %17
       op(Op::add, {16, 17}),                   // %18
-      store(2, 18),
+      op(Op::abs, {18}),                       // %19
+      op(Op::rsqrt, {19}),                     // %20
+      op(Op::sin, {20}),                       // %21
+      op(Op::cos, {21}),                       // %22
+      op(Op::erf, {22}),                       // %23
+      op(Op::silu, {23}),                      // %24
+      op(Op::gelu, {24}),                      // %25
+      op(Op::gelu, {25}, tanhForm),            // %26
+      op(Op::pow, {26, 0}),                    // %27
+      store(2, 27),
   };
   return k;
 }
@@ -110,8 +120,9 @@ TEST(CudaRenderer, EveryOpIsExternCGlobalWithTheAbi) {
 TEST(CudaRenderer, NoFmaNoDeviceMathLibraryNoHeaders) {
   const std::string src = codeOnly(renderCudaC(everyOpKernel()));
   ASSERT_TRUE(contains(src, "v0 + v1;")) << src;  // the stripping kept the code
-  for (const char* banned : {"fma", "expf(", "logf(", "tanhf(", "exp(", "log(", "tanh(", "exp2f(", "__expf", "__logf",
-                             "powf(", "#include", "INFINITY", "NAN"}) {
+  for (const char* banned : {"fma",    "expf(",  "logf(", "tanhf(", "exp(",  "log(",     "tanh(",    "exp2f(",
+                             "__expf", "__logf", "powf(", "pow(",   "sinf(", "cosf(",    "sin(",     "cos(",
+                             "__sinf", "sincos", "erff(", "erf(",   "rsqrt", "#include", "INFINITY", "NAN"}) {
     EXPECT_FALSE(contains(src, banned)) << "found `" << banned << "` in\n" << src;
   }
   // What the formulas do use, spelled as codegen/cuda_renderer.cpp promises.

@@ -48,6 +48,8 @@ inline std::vector<OpCase> allOpCases() {
       try {
         const DType out = ir::inferType(info.op, types, {}).dtype;
         cases.push_back({info.op, in, out, {}, std::string(info.name) + "_" + std::string(dtypeName(d))});
+        if (info.op == ir::Op::gelu)  // and its other formula
+          cases.push_back({info.op, in, out, {{"approximate", int64_t{1}}}, "gelu_tanh_" + std::string(dtypeName(d))});
       } catch (const Error&) {
         // The registry rejects this op on d (exp on i32, add on bool): nothing to render.
       }

@@ -55,6 +55,18 @@ std::multimap<ir::Op, Case> cases() {
   add(Op::sqrt, "sqrt", [](auto& x) { return sqrt(x[0]); }, {positiveLeaf({2, 3}, 20)});
   add(Op::tanh, "tanh", [](auto& x) { return tanh(x[0]); }, {leaf({2, 3}, 21)});
   add(Op::sigmoid, "sigmoid", [](auto& x) { return sigmoid(x[0]); }, {leaf({2, 3}, 22)});
+  add(Op::pow, "broadcast", [](auto& x) { return pow(x[0], x[1]); }, {positiveLeaf({2, 3}, 62), leaf({3}, 63)});
+  add(Op::pow, "scalar exponent", [](auto& x) { return pow(x[0], 2.5); }, {positiveLeaf({4}, 64)});
+  add(Op::pow, "integer exponent, negative base", [](auto& x) { return pow(x[0], 3); }, {leaf({4}, 65)});
+  add(Op::pow, "scalar base", [](auto& x) { return pow(1.7, x[0]); }, {leaf({2, 2}, 66)});
+  add(Op::abs, "abs", [](auto& x) { return abs(x[0]); }, {leaf({2, 3}, 67)});
+  add(Op::rsqrt, "rsqrt", [](auto& x) { return rsqrt(x[0]); }, {positiveLeaf({2, 3}, 68)});
+  add(Op::sin, "sin", [](auto& x) { return sin(x[0] * 3.0); }, {leaf({2, 3}, 69)});
+  add(Op::cos, "cos", [](auto& x) { return cos(x[0] * 3.0); }, {leaf({2, 3}, 70)});
+  add(Op::erf, "erf", [](auto& x) { return erf(x[0]); }, {leaf({2, 3}, 71)});
+  add(Op::silu, "silu", [](auto& x) { return silu(x[0] * 2.0); }, {leaf({2, 3}, 72)});
+  add(Op::gelu, "exact", [](auto& x) { return gelu(x[0] * 2.0); }, {leaf({2, 3}, 73)});
+  add(Op::gelu, "tanh", [](auto& x) { return gelu(x[0] * 2.0, "tanh"); }, {leaf({2, 3}, 74)});
   // Through f32 and back: the step must be large enough for f32's rounding.
   add(Op::cast, "f64 to f32 and back", [](auto& x) { return (x[0].to(DType::f32) * 3.0f).to(DType::f64); },
       {leaf({3}, 23)}, {1e-2, 1e-3, 1e-3});

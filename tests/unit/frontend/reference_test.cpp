@@ -75,6 +75,46 @@ const Tolerance kTolerances[] = {
     {"tanh", "f32", 1, Zero::sign, "measured 1 (4% differ)"},
     {"sigmoid", "f32", 3, Zero::sign,
      "measured 3 (at x = -16.89; 2 ulp on 0.1%): 1/(1+exp(-x)) rounds three times in both, with different exps"},
+    {"add", "f64", 0, Zero::sign, "IEEE, correctly rounded in both"},
+    {"sub", "f64", 0, Zero::sign, "IEEE, correctly rounded in both"},
+    {"mul", "f64", 0, Zero::sign, "IEEE, correctly rounded in both"},
+    {"div", "f64", 0, Zero::sign, "IEEE, correctly rounded in both"},
+    {"maximum", "f64", 0, Zero::anyOnTies, "exact"},
+    {"minimum", "f64", 0, Zero::anyOnTies, "exact"},
+    {"neg", "f64", 0, Zero::sign, "exact"},
+    {"relu", "f64", 0, Zero::sign, "exact"},
+    {"sqrt", "f64", 1, Zero::sign,
+     "kiln's is correctly rounded; PyTorch's f64 sqrt differs by 1 ulp on 3 of the fixtures' values (e.g. at "
+     "2.943e-38)"},
+    {"exp", "f64", 1, Zero::sign,
+     "measured 1 on the fixtures (11% differ); kiln's f64 exp keeps subnormals as PyTorch's does"},
+    {"log", "f64", 1, Zero::sign, "measured 1 on the fixtures (2% differ)"},
+    {"tanh", "f64", 1, Zero::sign, "measured 1 on the fixtures (4% differ)"},
+    {"sigmoid", "f64", 2, Zero::sign, "measured 2 on the fixtures (at x = -77.06)"},
+    {"pow", "f64", 1, Zero::sign, "measured 1 on 300,000 pairs (2.5% differ): both within 1 ulp"},
+    {"abs", "f64", 0, Zero::sign, "exact"},
+    {"rsqrt", "f64", 0, Zero::sign, "1 / sqrt(x) in both: measured equal on 300,000 points"},
+    {"sin", "f64", 1, Zero::sign, "measured 1 (3% differ) below 2^47; beyond, see kDeviations"},
+    {"cos", "f64", 1, Zero::sign, "measured 1 (3% differ) below 2^47"},
+    {"erf", "f64", 1, Zero::sign, "measured 1 (7% differ)"},
+    {"silu", "f64", 4, Zero::sign, "measured 4 (at x = -36.9; 6% differ)"},
+    {"gelu", "f64", 2, Zero::sign, "measured 2 for x >= -1 (15% differ)"},
+    {"gelu_tanh", "f64", 3, Zero::sign, "measured 3 for x >= -1 (26% differ)"},
+    {"pow", "f32", 1, Zero::sign, "measured 1 on 300,000 pairs (1.6% differ); kiln's is pow in f64 rounded once"},
+    {"abs", "f32", 0, Zero::sign, "exact"},
+    {"rsqrt", "f32", 1, Zero::sign,
+     "kiln's is correctly rounded (1/sqrt in f64, rounded once); PyTorch's f32 rsqrt is not: 1 ulp off on 27% of a "
+     "300,000-point sweep"},
+    {"sin", "f32", 1, Zero::sign,
+     "measured 1 (5% of 300,000 points to |x| = 1e4 differ); kiln's is sin in f64 rounded once"},
+    {"cos", "f32", 1, Zero::sign, "measured 1 (5% differ)"},
+    {"erf", "f32", 1, Zero::sign, "measured 1 (3% of 300,000 points differ)"},
+    {"silu", "f32", 3, Zero::sign,
+     "measured 3 (at x = -16.96; 0.8% differ): x / (1 + exp(-x)) in both, with different exps"},
+    {"gelu", "f32", 5, Zero::sign,
+     "measured 5 for x >= -1 (at x = 3.23; 18% differ): PyTorch's vectorized f32 erf is a few ulp off; below -1 see "
+     "kDeviations"},
+    {"gelu_tanh", "f32", 3, Zero::sign, "measured 3 for x >= -1 (20% differ)"},
 };
 
 /// How close kiln's gradients must be to PyTorch's, for the fixtures' fixed
@@ -105,7 +145,20 @@ const GradTolerance kGradTolerances[] = {
     {"log", 0, 0, "g / x: correctly rounded in both"},
     {"sqrt", 2, 0, "g / (2 sqrt(x)): sqrt within 1 ulp of PyTorch's"},
     {"tanh", 2, 1e-6, "g * (1 - y * y): y within 1 ulp, cancellation where |y| is near 1"},
-    {"sigmoid", 2, 0, "g * (1 - y) * y: y within 3 ulp"},
+    {"sigmoid", 3, 0, "g * (1 - y) * y: y within 3 ulp; measured 2 (f32), 3 (f64)"},
+    {"pow", 4, kBroadcastSum, "g * (y * x^(y-1)) and g * (x^y log x), as PyTorch; measured 4"},
+    {"abs", 0, 0, "exact: g * sign(x), sign(0) = sign(NaN) = 0"},
+    {"rsqrt", 5, 0, "-0.5 * g * y^3: y within 1 ulp of PyTorch's, cubed; measured 5"},
+    {"sin", 2, 0, "g * cos(x); measured 2"},
+    {"cos", 2, 0, "g * -sin(x); measured 2"},
+    {"erf", 3, 1e-37,
+     "2/sqrt(pi) * exp(-x^2) * g; measured 2 (f32), 3 (f64); kiln's f32 exp flushes to 0 where PyTorch's is "
+     "subnormal"},
+    {"silu", 4, 1e-6, "g * s * (1 + x (1 - s)): cancellation near x = -1.28, where it is 0"},
+    {"gelu", 4, 1e-6, "g * (cdf + x pdf), as PyTorch, with cdf = (1 + erf) / 2 cancelling for x < 0 in both"},
+    {"gelu_tanh", 4, 5e-6,
+     "PyTorch's tanh-form derivative, step by step; kiln's f32 tanh is 1 - 2^-24 where PyTorch's is already 1 "
+     "(|u| in [8.3, 9.0]), so 1 + tanh and 1 - tanh² differ by 6e-8 and 1.2e-7 there (times g and up to 4)"},
 };
 
 /// The inputs of one output element (after broadcasting) and both results.
@@ -124,12 +177,35 @@ struct Deviation {
 
 constexpr uint32_t kF32Sign = 0x80000000u;
 bool f32Subnormal(uint64_t b) { return (b & 0x7f800000u) == 0 && (b & 0x007fffffu) != 0; }
+double f32Value(uint64_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b)); }
+double f64Value(uint64_t b) { return std::bit_cast<double>(b); }
+constexpr double kGeluTail = -1.0;  ///< below this x, PyTorch's gelu cancels (see kDeviations)
 
 const Deviation kDeviations[] = {
     {"exp", "f32",
      "kiln's exp is 0 below x = -87.34 (results under 2^-126, docs/ops.md); PyTorch's gives subnormals "
      "down to x = -103.97",
      [](const Element& e) { return e.got == 0 && f32Subnormal(e.want); }},
+    // gelu's left tail: PyTorch computes x/2 (1 + erf(x/sqrt 2)) and x/2 (1 + tanh(u)), which cancel:
+    // 0 below x = -5.9 (f32) or -8.3 (f64), and few correct bits before that. kiln computes the same
+    // functions without the cancellation (docs/ops.md, "gelu"); tests/unit/ir/scalar_formulas_math_test.cpp
+    // holds kiln's results there to a few ulp of the long double reference.
+    {"gelu", "f32", "left tail (x < -1): PyTorch's 1 + erf cancels, kiln uses erfc",
+     [](const Element& e) { return f32Value(e.in[0]) < kGeluTail; }},
+    {"gelu", "f64", "left tail (x < -1): PyTorch's 1 + erf cancels, kiln uses erfc",
+     [](const Element& e) { return f64Value(e.in[0]) < kGeluTail; }},
+    {"gelu_tanh", "f32", "left tail (x < -1): PyTorch's 1 + tanh cancels, kiln computes x / (1 + exp(-2u))",
+     [](const Element& e) { return f32Value(e.in[0]) < kGeluTail; }},
+    {"gelu_tanh", "f64", "left tail (x < -1): PyTorch's 1 + tanh cancels, kiln computes x / (1 + exp(-2u))",
+     [](const Element& e) { return f64Value(e.in[0]) < kGeluTail; }},
+    {"gelu", "f32", "gelu(+inf): PyTorch's vectorized f32 kernel gives NaN (its scalar loop and f64 give inf, as kiln)",
+     [](const Element& e) { return f32Value(e.in[0]) == INFINITY; }},
+    // f64 sin and cos reduce exactly only below 2^47 (docs/ops.md, "sin and cos"); PyTorch reduces
+    // exactly everywhere. (f32 reduces exactly everywhere in both.)
+    {"sin", "f64", "|x| >= 2^47: kiln's f64 reduction is not exact there",
+     [](const Element& e) { return std::fabs(f64Value(e.in[0])) >= 0x1p47; }},
+    {"cos", "f64", "|x| >= 2^47: kiln's f64 reduction is not exact there",
+     [](const Element& e) { return std::fabs(f64Value(e.in[0])) >= 0x1p47; }},
 };
 
 using OpFn = std::function<Tensor(const std::vector<detail::Operand>&)>;
@@ -149,6 +225,15 @@ const std::map<std::string, OpFn> kOps = {
     {"sqrt", [](const auto& o) { return kiln::sqrt(o[0].tensor); }},
     {"tanh", [](const auto& o) { return kiln::tanh(o[0].tensor); }},
     {"sigmoid", [](const auto& o) { return sigmoid(o[0].tensor); }},
+    {"pow", [](const auto& o) { return kiln::pow(o[0], o[1]); }},
+    {"abs", [](const auto& o) { return kiln::abs(o[0].tensor); }},
+    {"rsqrt", [](const auto& o) { return rsqrt(o[0].tensor); }},
+    {"sin", [](const auto& o) { return kiln::sin(o[0].tensor); }},
+    {"cos", [](const auto& o) { return kiln::cos(o[0].tensor); }},
+    {"erf", [](const auto& o) { return kiln::erf(o[0].tensor); }},
+    {"silu", [](const auto& o) { return silu(o[0].tensor); }},
+    {"gelu", [](const auto& o) { return gelu(o[0].tensor); }},
+    {"gelu_tanh", [](const auto& o) { return gelu(o[0].tensor, "tanh"); }},  // fixture of gelu(approximate='tanh')
 };
 
 /// Elementwise ops of Ops.def that have no reference fixtures yet, and why.
@@ -284,7 +369,9 @@ std::string describe(const FixtureCase& c, int64_t i, const std::vector<std::str
   return s;
 }
 
-void checkCase(const FixtureCase& c, const OpFn& fn, Summary& summary) {
+/// Checks the case's outputs; adds the output elements that are known
+/// deviations to `deviating` (checkGradients leaves their gradients alone).
+void checkCase(const FixtureCase& c, const OpFn& fn, Summary& summary, std::set<size_t>& deviating) {
   SCOPED_TRACE(c.op + " " + c.dtype + " case " + c.name + ": " + c.expr);
   const Tolerance* tol = toleranceFor(c.op, c.dtype);
   ASSERT_NE(tol, nullptr) << "no tolerance in kTolerances for " << c.op << " " << c.dtype;
@@ -340,6 +427,7 @@ void checkCase(const FixtureCase& c, const OpFn& fn, Summary& summary) {
       if (!ok && c.op == d.op && c.dtype == d.dtype && d.matches(e)) known = &d;
     if (known) {
       ++summary.deviations[known];
+      deviating.insert(u);
       continue;
     }
     if (ulp > 0) ++summary.differ;
@@ -373,7 +461,9 @@ void checkCase(const FixtureCase& c, const OpFn& fn, Summary& summary) {
 
 /// kiln's gradients for the case's inputs (backward() with the fixture's
 /// upstream gradient) against PyTorch's.
-void checkGradients(const FixtureCase& c, const OpFn& fn, Summary& summary) {
+/// `deviating`: output elements that are known deviations (kDeviations); for
+/// a unary op, the gradient at those elements is not compared either.
+void checkGradients(const FixtureCase& c, const OpFn& fn, Summary& summary, const std::set<size_t>& deviating) {
   const GradTolerance* tol = nullptr;
   for (const GradTolerance& t : kGradTolerances)
     if (c.op == t.op) tol = &t;
@@ -399,7 +489,9 @@ void checkGradients(const FixtureCase& c, const OpFn& fn, Summary& summary) {
     ASSERT_TRUE(g.defined()) << "no gradient for input " << i;
     ASSERT_EQ(g.shape(), c.grads[i]->shape);
     const std::vector<uint64_t> got = bitsOf(g);
+    const bool elementwiseWithOutput = c.inputs.size() == 1 && c.inputs[0].shape == c.output.shape;
     for (size_t k = 0; k < got.size(); ++k) {
+      if (elementwiseWithOutput && deviating.count(k)) continue;
       const uint64_t want = c.grads[i]->bits[k];
       ++summary.gradValues;
       if (isNan(want, fmt) || isNan(got[k], fmt)) {
@@ -407,8 +499,8 @@ void checkGradients(const FixtureCase& c, const OpFn& fn, Summary& summary) {
       } else {
         const uint64_t ulp = ulpDistance(want, got[k], fmt);
         summary.gradMaxUlp = std::max(summary.gradMaxUlp, ulp);
-        const double diff = std::abs(static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(want))) -
-                                     static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(got[k]))));
+        const double diff = c.dtype == "f64" ? std::abs(f64Value(want) - f64Value(got[k]))
+                                             : std::abs(f32Value(want) - f32Value(got[k]));
         if (ulp <= tol->maxUlp || diff <= tol->atol) continue;
       }
       if (++failures <= 10)
@@ -435,8 +527,9 @@ TEST_P(ReferenceTest, MatchesPyTorch) {
   ASSERT_NE(fn, kOps.end()) << "no kiln function in kOps for " << op;
   std::map<std::string, Summary> byDtype;
   for (const FixtureCase& c : fixture.cases) {
-    checkCase(c, fn->second, byDtype[c.dtype]);
-    if (c.dtype == "f32") checkGradients(c, fn->second, byDtype[c.dtype]);
+    std::set<size_t> deviating;
+    checkCase(c, fn->second, byDtype[c.dtype], deviating);
+    checkGradients(c, fn->second, byDtype[c.dtype], deviating);
   }
 
   for (const auto& [dtype, s] : byDtype) {

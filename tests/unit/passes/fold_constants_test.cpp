@@ -64,6 +64,29 @@ TEST(FoldConstants, ChainFoldsInOneRunWithTheKernelsBits) {
   EXPECT_EQ(bits(valueOf(add->input(1))), bits(expected));
 }
 
+TEST(FoldConstants, TheNewerOpsFoldWithTheirAttributes) {
+  // gelu's `approximate` reaches the formula: the two forms fold to their
+  // own values, each the evaluator's bits; pow and sin fold like the rest.
+  ir::Graph g;
+  ir::Value* c = constant(g, -0.9);
+  ir::Value* exact = un(g, Op::gelu, c);
+  ir::Value* tanhForm = un(g, Op::gelu, c, {{"approximate", int64_t{1}}});
+  ir::Value* p = bin(g, Op::pow, constant(g, 1.5), un(g, Op::sin, constant(g, 2.0)));
+  g.setOutputs({exact, tanhForm, p});
+  EXPECT_EQ(fold(g), 4);
+  ASSERT_EQ(g.numNodes(), 3) << ir::printGraph(g);
+  const float x = -0.9f, two = 2.0f;
+  const float wantExact = ir::evalScalarF32(Op::gelu, std::span<const float>(&x, 1));
+  const float wantTanh = ir::evalScalarF32(Op::gelu, std::span<const float>(&x, 1), {{"approximate", int64_t{1}}});
+  const float sine = ir::evalScalarF32(Op::sin, std::span<const float>(&two, 1));
+  const float powIn[] = {1.5f, sine};
+  EXPECT_EQ(bits(valueOf(g.outputs()[0])), bits(wantExact));
+  EXPECT_EQ(bits(valueOf(g.outputs()[1])), bits(wantTanh));
+  EXPECT_NE(wantExact, wantTanh) << "the attribute must matter";
+  EXPECT_EQ(bits(valueOf(g.outputs()[2])), bits(ir::evalScalarF32(Op::pow, powIn)));
+  EXPECT_NEAR(valueOf(g.outputs()[0]), -0.9 / 2 * std::erfc(0.9 / std::sqrt(2.0)), 1e-7);
+}
+
 TEST(FoldConstants, ComputesInF32NotInDouble) {
   // 0.1 + 0.2 as kernels compute it: float(0.1) + float(0.2), stored exactly.
   ir::Graph g;
