@@ -4,9 +4,11 @@
 // Every renderer (LLVM IR for the CPU, CUDA C for NVRTC) and the C++
 // evaluator used by constant folding and tests instantiate emitScalar() with
 // their own builder, so each op means the same sequence of IEEE operations
-// everywhere. Transcendentals (exp, log, tanh, sigmoid) are polynomials built
-// from +, -, *, /, rint, sqrt, compares, selects and exponent bit tricks, never
-// a libm or device-library call: libm differs between the host and the GPU
+// everywhere. Transcendentals (exp, log, tanh, sigmoid, sin, cos, erf, gelu,
+// silu, pow) are polynomials and argument reductions built from +, -, *, /,
+// rint, sqrt, compares, selects and exponent bit tricks (some in
+// double-double arithmetic, ir/scalar_formulas_f64.h), never a libm or
+// device-library call: libm differs between the host and the GPU
 // and between scalar and vector code, a polynomial does not. No operation is
 // contracted into an FMA (LLVM emits plain fmul/fadd, NVRTC gets
 // --fmad=false, C++ is built with -ffp-contract=off). So an elementwise
