@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 
 #include "common/error_of.h"
 #include "frontend/kiln.h"
@@ -225,6 +226,25 @@ TEST(NnLayers, LayerNormParametersAndForward) {
               nn::LayerNorm(Shape{3, 0});
             }),
             "LayerNorm: normalizedShape [3,0] has a size that is not positive");
+}
+
+TEST(NnLayers, GELUExactAndTanh) {
+  nn::GELU exact, approx("tanh");
+  EXPECT_TRUE(exact->parameters().empty());
+  EXPECT_EQ(exact->approximate, "none");
+  std::vector<float> xs = {-4, -1.5, -0.5, 0, 0.25, 1, 3};
+  Tensor x = fromVector(xs).setRequiresGrad();
+  std::vector<float> e = exact(x).toVector(), t = approx(x).toVector();
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double v = xs[i];
+    const double wantE = v / 2 * (1 + std::erf(v / std::sqrt(2.0)));
+    const double wantT = v / 2 * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (v + 0.044715 * v * v * v)));
+    EXPECT_NEAR(e[i], wantE, 1e-6 * std::max(1.0, std::abs(wantE))) << v;
+    EXPECT_NEAR(t[i], wantT, 1e-6 * std::max(1.0, std::abs(wantT))) << v;
+  }
+  sum(exact(x)).backward();
+  EXPECT_TRUE(x.grad().defined());
+  EXPECT_EQ(errorOf([] { nn::GELU("erf"); }), "GELU: approximate must be \"none\" or \"tanh\", got \"erf\"");
 }
 
 TEST(NnLayers, ReLUHasNoParameters) {
