@@ -56,8 +56,7 @@
 // and may chain: a row value that uses a reduction's result (x - max(x))
 // is computed by a further pass over the row (stages, see KernelStages
 // below). So the form holds softmax, log-softmax and layer norm as one
-// kernel each; var is one today, the others become one when issue 5's
-// fuse-reductions builds such fusions.
+// kernel each, as the fuse-reductions pass builds them (docs/fusion.md).
 // Stores of outer values write the output row's element; stores of row
 // values write along the row. For a reduction kernel numel is the number
 // of output rows, and the CPU ABI's [begin, end) is a range of output

@@ -26,6 +26,7 @@
 #include <llvm/IR/BasicBlock.h>
 #include <llvm/IR/Function.h>
 #include <llvm/IR/Instructions.h>
+#include <llvm/IR/Metadata.h>
 
 #include <functional>
 #include <string>
@@ -38,6 +39,22 @@
 namespace kiln::codegen::llvmcg {
 
 namespace {
+
+// Note [Fixed summation order]: a float sum's order is where its rounding
+// happens, so eager and compiled code agree bit for bit only if every kernel
+// that sums a row sums it in the same order. The loop vectorizer would pick
+// the vector width and the interleave count from its cost model, which
+// weighs the whole loop body: a fused pass that computes exp(x - m) before
+// adding could get another split than eager's sum kernel, which only loads
+// and adds. So every pass with a float sum carries loop metadata that fixes
+// them: kSumLanes partial sums per vector, kSumInterleave vectors (32
+// partial sums, combined as LLVM's reduction tree does, then the scalar
+// remainder in order), on every host CPU. The vectorizer honours these hints
+// whenever the loop is legal to vectorize, which every pass is (loads,
+// stores, arithmetic, no calls). With a width below 16 it adds no vectorized
+// epilogue, whose width the cost model would choose.
+constexpr int kSumLanes = 8;
+constexpr int kSumInterleave = 4;
 
 class ReductionRenderer {
  public:
@@ -242,7 +259,7 @@ class ReductionRenderer {
   /// param's offset at j = 0); it may branch away, leaving the insert point
   /// where the loop goes on. Returns with the insert point after the loop.
   using RowBody = std::function<void(llvm::Value* j, llvm::Value* pos, const std::vector<llvm::Value*>& rowBase)>;
-  void rowLoop(const std::string& tag, const RowBody& body) {
+  void rowLoop(const std::string& tag, const RowBody& body, bool fixedSumOrder = false) {
     const int rank = k_.rank, outerRank = k_.outerRank();
     for (llvm::AllocaInst* a : ridx_) ir_.CreateStore(zero(), a);
     ir_.CreateStore(zero(), rflat_);
@@ -275,7 +292,8 @@ class ReductionRenderer {
     body(j, ir_.CreateNSWAdd(flat, j), rowBase);
     llvm::Value* jNext = ir_.CreateNUWAdd(j, ir_.getInt64(1), tag + ".j.next");
     j->addIncoming(jNext, ir_.GetInsertBlock());
-    ir_.CreateCondBr(ir_.CreateICmpSLT(jNext, n), inner, innerEnd);
+    llvm::BranchInst* latch = ir_.CreateCondBr(ir_.CreateICmpSLT(jNext, n), inner, innerEnd);
+    if (fixedSumOrder) latch->setMetadata(llvm::LLVMContext::MD_loop, fixedSumOrderLoop());
 
     // Past one run: the outer reduced dims carry; the loop ends when the
     // outermost reduced index passes its size (at once with one reduced dim).
@@ -343,13 +361,36 @@ class ReductionRenderer {
     for (int i : st_.pass[l])
       if (k_.body[i].kind == ScalarInstr::Kind::reduce) reduces.push_back(i);
     for (int r : reduces) ir_.CreateStore(identity(k_.body[r]), acc_[r]);
-    rowLoop(tag, [&](llvm::Value* j, llvm::Value* pos, const std::vector<llvm::Value*>& rowBase) {
-      rowValues(st_.pass[l], j, pos, rowBase);
-    });
+    bool floatSum = false;
+    for (int r : reduces)
+      floatSum = floatSum || (k_.body[r].reduceOp == ReduceOp::sum && isFloatingPoint(k_.body[r].dtype));
+    rowLoop(
+        tag,
+        [&](llvm::Value* j, llvm::Value* pos, const std::vector<llvm::Value*>& rowBase) {
+          rowValues(st_.pass[l], j, pos, rowBase);
+        },
+        floatSum);
     for (int r : reduces) {
       llvm::Value* acc = ir_.CreateLoad(acc_[r]->getAllocatedType(), acc_[r]);
       values_[r] = k_.body[r].reduceOp == ReduceOp::argmax ? searchFirst(tag, r, acc) : acc;
     }
+  }
+
+  /// Loop metadata that fixes how the vectorizer splits a float sum
+  /// (Note [Fixed summation order]).
+  llvm::MDNode* fixedSumOrderLoop() {
+    llvm::Type* i32 = llvm::Type::getInt32Ty(ctx_);
+    auto hint = [&](const char* name, llvm::Constant* value) {
+      llvm::Metadata* ops[] = {llvm::MDString::get(ctx_, name), llvm::ConstantAsMetadata::get(value)};
+      return llvm::MDNode::get(ctx_, ops);
+    };
+    llvm::TempMDTuple self = llvm::MDNode::getTemporary(ctx_, {});
+    llvm::Metadata* ops[] = {self.get(), hint("llvm.loop.vectorize.enable", ir_.getTrue()),
+                             hint("llvm.loop.vectorize.width", llvm::ConstantInt::get(i32, kSumLanes)),
+                             hint("llvm.loop.interleave.count", llvm::ConstantInt::get(i32, kSumInterleave))};
+    llvm::MDNode* loop = llvm::MDNode::getDistinct(ctx_, ops);
+    loop->replaceOperandWith(0, loop);
+    return loop;
   }
 
   /// The row index of the first element of reduce r's operand equal to

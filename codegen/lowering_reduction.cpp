@@ -10,34 +10,19 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/reduction_fusion.h"
 #include "runtime/error.h"
 
 namespace kiln::codegen {
 
 namespace {
-/// The nodes a kernel computes and the values that stand for its inputs and
-/// results: a reduction node alone, or a fusion node's body.
-struct Group {
-  std::vector<const ir::Value*> inputs;   ///< one per input of the node
-  std::vector<const ir::Node*> nodes;     ///< in order
-  std::vector<const ir::Value*> outputs;  ///< one per result of the node
+/// A block argument seen through view ops: where its elements sit in that
+/// input's buffer.
+struct View {
+  int input = -1;
+  ir::Shape shape;
+  ir::Layout layout;
 };
-
-Group groupOf(const ir::Node& node) {
-  Group g;
-  if (node.op() == ir::Op::fusion) {
-    const ir::Graph& body = *node.body();
-    g.inputs.assign(body.inputs().begin(), body.inputs().end());
-    const std::vector<ir::Node*> nodes = body.nodes();  // a copy: take begin and end of one
-    g.nodes.assign(nodes.begin(), nodes.end());
-    g.outputs.assign(body.outputs().begin(), body.outputs().end());
-  } else {
-    g.inputs.assign(node.inputs().begin(), node.inputs().end());
-    g.nodes = {&node};
-    g.outputs.assign(node.outputs().begin(), node.outputs().end());
-  }
-  return g;
-}
 
 InnerStride innerClass(int64_t stride) {
   return stride == 0 ? InnerStride::zero : stride == 1 ? InnerStride::one : InnerStride::any;
@@ -117,114 +102,109 @@ bool isReductionNode(const ir::Node& node) {
 
 LoweredKernel lowerReduction(const ir::Node& node, std::span<const ir::Layout> layouts) {
   KILN_ASSERT(isReductionNode(node), "lowerReduction of {}", ir::opName(node.op()));
-  const Group g = groupOf(node);
+  const ir::ReductionGroup g = ir::reductionGroupOf(node);
   KILN_ASSERT(layouts.empty() || layouts.size() == g.inputs.size(), "{} layouts for {} inputs", layouts.size(),
               g.inputs.size());
-
-  // Every reduction of the group reduces the same dims of the same domain.
-  const ir::Node* first = nullptr;
-  for (const ir::Node* n : g.nodes)
-    if (ir::isReduction(n->op()) && !first) first = n;
-  const ir::Shape domain = first->input(0)->type().shape;
-  const ir::ReductionShape rs = ir::reductionShape(first->op(), first->input(0)->type(), first->attrs());
-  for (const ir::Node* n : g.nodes) {
-    if (!ir::isReduction(n->op())) continue;
-    const ir::ReductionShape other = ir::reductionShape(n->op(), n->input(0)->type(), n->attrs());
-    KILN_ASSERT(n->input(0)->type().shape == domain && other.dims == rs.dims && other.keepdim == rs.keepdim,
-                "a fusion of reductions over different domains");
-  }
-  const ir::Shape outerShape = ir::reducedShape(domain, rs.dims, rs.keepdim);
+  // What each value is (ir/reduction_fusion.h); the verifier has checked
+  // the rules, so a broken one here is a kiln bug.
+  ir::ReductionGroupInfo info;
+  if (auto error = ir::analyzeReductionGroup(g, &info))
+    KILN_ASSERT(false, "lowering a fusion of reductions that breaks its rules: {}", error->message);
+  const ir::RowDomain& rows = info.rows;
+  const ir::Shape& domain = rows.domain;
   const int rank = static_cast<int>(domain.size());
-  std::vector<bool> reduced(static_cast<size_t>(rank), false);
-  for (int d : rs.dims) reduced[static_cast<size_t>(d)] = true;
-
-  // Which values are outer (one per output row): reduction results, and
-  // ops that depend on one and whose shape has no extent along the reduced
-  // dims (keepdim: size 1 there; else the reductions' result shape). Every
-  // other op is a row value. An input is outer when only outer ops read it
-  // (an epilogue operand such as a bias added to a sum).
-  auto isConstant = [](const ir::Value* v) { return v->node() && v->node()->op() == ir::Op::constant; };
-  auto outerShaped = [&](const ir::Shape& s) {
-    if (!rs.keepdim) return ir::broadcastShapes(s, outerShape) == outerShape;
-    if (s.size() > domain.size()) return false;
-    const size_t lead = domain.size() - s.size();
-    for (size_t i = 0; i < s.size(); ++i)
-      if (reduced[lead + i] && s[i] != 1) return false;
-    return true;
-  };
-  std::unordered_map<const ir::Value*, bool> outer, derived;
-  for (const ir::Node* n : g.nodes) {
-    bool d = ir::isReduction(n->op());
-    for (const ir::Value* v : n->inputs()) d = d || derived[v];
-    derived[n->output()] = d;
-    outer[n->output()] = ir::isReduction(n->op()) || (d && outerShaped(n->output()->type().shape));
-  }
-  // Then, to a fixed point: an op with a row operand is a row value (when
-  // the reduced dims have size 1 a row value has an outer shape), and an
-  // input read by a row value is read along the row.
-  const std::unordered_set<const ir::Node*> members(g.nodes.begin(), g.nodes.end());
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (const ir::Value* in : g.inputs) {
-      bool o = true, used = false;
-      for (const ir::Use& use : in->uses()) {
-        if (!members.count(use.user)) continue;  // a top-level input's other readers
-        used = true;
-        o = o && outer[use.user->output()] && !ir::isReduction(use.user->op());
-      }
-      changed = changed || outer[in] != (o && used);
-      outer[in] = o && used;
-    }
-    for (const ir::Node* n : g.nodes) {
-      if (!outer[n->output()] || ir::isReduction(n->op())) continue;
-      for (const ir::Value* v : n->inputs())
-        if (!outer[v] && !isConstant(v)) {
-          outer[n->output()] = false;
-          changed = true;
-        }
-    }
-  }
-
-  // Parameters: the inputs, then the results; strides over the domain (an
-  // outer value's shape is the reductions' result shape, whose dims are the
-  // domain's kept dims).
+  const std::vector<bool>& reduced = rows.reduced;
   std::vector<int> keptDims;
   for (int d = 0; d < rank; ++d)
-    if (!reduced[d] || rs.keepdim) keptDims.push_back(d);
-  auto outerStrides = [&](const ir::Shape& shape, const ir::Strides& strides) {
-    const std::vector<int64_t> over = stridesOver(shape, strides, outerShape);
+    if (!reduced[static_cast<size_t>(d)]) keptDims.push_back(d);
+
+  // Views: block arguments and view ops over them, with where their
+  // elements sit in the input's buffer. A view of a constant is that constant.
+  std::unordered_map<const ir::Value*, View> views;
+  std::unordered_map<const ir::Value*, const ir::Value*> constantOf;  // constants and their views -> the constant
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    const ir::Shape& shape = g.inputs[i]->type().shape;
+    views[g.inputs[i]] = View{static_cast<int>(i), shape, layouts.empty() ? ir::contiguousLayout(shape) : layouts[i]};
+  }
+  for (const ir::Node* n : g.nodes) {
+    if (n->op() == ir::Op::constant) constantOf[n->output()] = n->output();
+    if (!ir::isViewOp(n->op()) || !info.isView.count(n->output())) continue;
+    if (auto c = constantOf.find(n->input(0)); c != constantOf.end()) {
+      constantOf[n->output()] = c->second;
+      continue;
+    }
+    const View& in = views.at(n->input(0));
+    std::optional<ir::Layout> moved = ir::movedLayout(n->op(), n->attrs(), in.shape, in.layout);
+    KILN_ASSERT(moved, "{} in a fusion of reductions is not a view of its input", ir::opName(n->op()));
+    views[n->output()] = View{in.input, n->output()->type().shape, std::move(*moved)};
+  }
+
+  // Strides over the domain of a value per row of shape `context` (K or Q)
+  // laid out with `strides` over `shape`: 0 along the reduced dims.
+  auto outerStrides = [&](const ir::Shape& shape, const ir::Strides& strides, const ir::Shape& context) {
+    const std::vector<int64_t> over = stridesOver(shape, strides, context);
     std::vector<int64_t> out(static_cast<size_t>(rank), 0);
-    for (size_t i = 0; i < keptDims.size(); ++i)
-      if (!reduced[static_cast<size_t>(keptDims[i])]) out[static_cast<size_t>(keptDims[i])] = over[i];
+    if (context.size() == domain.size()) {
+      for (int d : keptDims) out[static_cast<size_t>(d)] = over[static_cast<size_t>(d)];
+    } else {
+      for (size_t i = 0; i < keptDims.size(); ++i) out[static_cast<size_t>(keptDims[i])] = over[i];
+    }
     return out;
   };
-  LoweredKernel result;
-  Kernel& k = result.kernel;
-  std::vector<std::vector<int64_t>> strides;
-  for (size_t i = 0; i < g.inputs.size(); ++i) {
-    const ir::TensorType& t = g.inputs[i]->type();
-    const ir::Layout layout = layouts.empty() ? ir::contiguousLayout(t.shape) : layouts[i];
-    const bool o = outer.at(g.inputs[i]);
-    k.params.push_back({t.dtype, false, InnerStride::one, o});
-    strides.push_back(o ? outerStrides(t.shape, layout.strides) : stridesOver(t.shape, layout.strides, domain));
-    result.bindings.push_back({false, static_cast<int>(i), layout.offset});
-  }
+
+  // Parameters: one per distinct (view, strides, offset, row or outer) the
+  // body reads, so an input read along the row and once per row (a bias of
+  // shape [R,1] added to x and to sum(x)) is two parameters; then the results.
+  struct Param {
+    DType dtype;
+    bool outer;
+    std::vector<int64_t> strides;
+    ParamBinding binding;
+    bool operator==(const Param&) const = default;
+  };
+  std::vector<Param> params;
+  auto paramFor = [&](const View& v, DType dtype, const ir::Node* reader) {
+    // With K == D a view has one class (ir::ReductionGroupInfo::viewReadAlongRow).
+    const bool along = info.readsAlongRow(reader);
+    Param p{dtype,
+            !along,
+            along ? stridesOver(v.shape, v.layout.strides, domain)
+                  : outerStrides(v.shape, v.layout.strides, reader->output()->type().shape),
+            {false, v.input, v.layout.offset}};
+    auto found = std::find(params.begin(), params.end(), p);
+    if (found != params.end()) return static_cast<int>(found - params.begin());
+    params.push_back(std::move(p));
+    return static_cast<int>(params.size()) - 1;
+  };
+  for (const ir::Node* n : g.nodes)
+    if (n->info().kind == ir::OpKind::elementwise || ir::isReduction(n->op()))
+      for (const ir::Value* v : n->inputs())
+        if (auto it = views.find(v); it != views.end()) paramFor(it->second, v->type().dtype, n);
+  std::stable_sort(params.begin(), params.end(),
+                   [](const Param& a, const Param& b) { return a.binding.index < b.binding.index; });
+  const int numLoads = static_cast<int>(params.size());
   for (size_t j = 0; j < g.outputs.size(); ++j) {
     const ir::TensorType& t = g.outputs[j]->type();
-    const bool o = outer.at(g.outputs[j]);
-    KILN_ASSERT(t.shape == (o ? outerShape : domain), "fusion result {} is neither a row nor an outer value", t.str());
-    k.params.push_back({t.dtype, true, InnerStride::one, o});
+    const bool o = info.isOuter(g.outputs[j]);
     const ir::Strides contiguous = ir::contiguousStrides(t.shape);
-    strides.push_back(o ? outerStrides(t.shape, contiguous) : contiguous);
-    result.bindings.push_back({true, static_cast<int>(j), 0});
+    params.push_back(
+        {t.dtype, o, o ? outerStrides(t.shape, contiguous, t.shape) : contiguous, {true, static_cast<int>(j), 0}});
+  }
+
+  LoweredKernel result;
+  Kernel& k = result.kernel;
+  for (const Param& p : params) {
+    k.params.push_back({p.dtype, p.binding.output, InnerStride::one, p.outer});
+    result.bindings.push_back(p.binding);
   }
 
   // The domain: kept dims, then reduced dims, each group coalesced alone.
   std::vector<int64_t> outerSizes, rowSizes;
-  std::vector<std::vector<int64_t>> outerStr(strides.size()), rowStr(strides.size());
+  std::vector<std::vector<int64_t>> outerStr(params.size()), rowStr(params.size());
   for (int d = 0; d < rank; ++d) {
     (reduced[d] ? rowSizes : outerSizes).push_back(domain[static_cast<size_t>(d)]);
-    for (size_t p = 0; p < strides.size(); ++p) (reduced[d] ? rowStr : outerStr)[p].push_back(strides[p][d]);
+    for (size_t p = 0; p < params.size(); ++p)
+      (reduced[d] ? rowStr : outerStr)[p].push_back(params[p].strides[static_cast<size_t>(d)]);
   }
   coalesce(outerSizes, outerStr);
   coalesce(rowSizes, rowStr);
@@ -236,11 +216,15 @@ LoweredKernel lowerReduction(const ir::Node& node, std::span<const ir::Layout> l
     k.params[p].inner = k.params[p].outer ? InnerStride::zero : innerClass(rowStr[p].back());
   }
 
-  // The body: a load per input, the nodes in order, the stores.
+  // The body: a load per parameter read, the nodes in order, the stores.
   BodyBuilder b;
+  for (int p = 0; p < numLoads; ++p) b.add(instr::load(p, params[static_cast<size_t>(p)].dtype));
   std::unordered_map<const ir::Value*, int> index;
-  for (size_t i = 0; i < g.inputs.size(); ++i)
-    index[g.inputs[i]] = b.add(instr::load(static_cast<int>(i), g.inputs[i]->type().dtype));
+  auto operand = [&](const ir::Value* v, const ir::Node* reader) {
+    if (auto c = constantOf.find(v); c != constantOf.end()) return index.at(c->second);
+    if (auto it = views.find(v); it != views.end()) return paramFor(it->second, v->type().dtype, reader);
+    return index.at(v);
+  };
   std::string opsName;
   for (const ir::Node* n : g.nodes) {
     KILN_ASSERT(n->numOutputs() == 1, "{} with {} results in a reduction kernel", ir::opName(n->op()), n->numOutputs());
@@ -249,9 +233,15 @@ LoweredKernel lowerReduction(const ir::Node& node, std::span<const ir::Layout> l
       index[n->output()] = b.add(instr::constant(ir::floatAttr(n->attrs(), "value", "constant"), dtype));
       continue;
     }
+    if (n->info().kind == ir::OpKind::movement) {
+      // Views are read where their readers are; a reshape of a value per
+      // row is the same values.
+      if (!info.isView.count(n->output())) index[n->output()] = index.at(n->input(0));
+      continue;
+    }
     if (opsName.size() < 40) opsName += "_" + std::string(ir::opName(n->op()));
     if (ir::isReduction(n->op())) {
-      index[n->output()] = b.reduction(*n, index.at(n->input(0)));
+      index[n->output()] = b.reduction(*n, operand(n->input(0), n));
       continue;
     }
     KILN_ASSERT(n->info().kind == ir::OpKind::elementwise, "{} in a reduction kernel", ir::opName(n->op()));
@@ -259,19 +249,13 @@ LoweredKernel lowerReduction(const ir::Node& node, std::span<const ir::Layout> l
     // fuse-reductions, which builds such fusions, adds them.
     KILN_ASSERT(!ir::usesElementIndex(n->op()), "{} in a reduction kernel is not supported yet", ir::opName(n->op()));
     std::vector<int> operands;
-    for (const ir::Value* v : n->inputs()) {
-      // A row value reading an outer one reads its row's element: right for
-      // keepdim results (size 1 along the reduced dims) and constants only.
-      KILN_ASSERT(outer.at(n->output()) || !outer.at(v) || rs.keepdim || isConstant(v),
-                  "{} reads a reduction result without keepdim along the row", ir::opName(n->op()));
-      operands.push_back(index.at(v));
-    }
+    for (const ir::Value* v : n->inputs()) operands.push_back(operand(v, n));
     index[n->output()] = b.add(instr::op(n->op(), std::move(operands), n->attrs(), dtype));
   }
-  for (size_t j = 0; j < g.outputs.size(); ++j) {
-    const int param = static_cast<int>(g.inputs.size() + j);
-    b.add(instr::store(param, index.at(g.outputs[j]), g.outputs[j]->type().dtype));
-  }
+  KILN_ASSERT(static_cast<int>(params.size()) == numLoads + static_cast<int>(g.outputs.size()),
+              "a parameter appeared after the loads");
+  for (size_t j = 0; j < g.outputs.size(); ++j)
+    b.add(instr::store(numLoads + static_cast<int>(j), index.at(g.outputs[j]), g.outputs[j]->type().dtype));
   k.body = std::move(b.body);
   k.name = fmt::format("kiln{}_{:08x}", opsName, k.hash() & 0xffffffffu);
 
@@ -280,7 +264,7 @@ LoweredKernel lowerReduction(const ir::Node& node, std::span<const ir::Layout> l
   for (int64_t s : outerSizes) launch.numel *= s;
   launch.args = outerSizes;
   launch.args.insert(launch.args.end(), rowSizes.begin(), rowSizes.end());
-  for (size_t p = 0; p < strides.size(); ++p) {
+  for (size_t p = 0; p < params.size(); ++p) {
     launch.args.insert(launch.args.end(), outerStr[p].begin(), outerStr[p].end());
     launch.args.insert(launch.args.end(), rowStr[p].begin(), rowStr[p].end());
   }

@@ -7,11 +7,13 @@
 // does, never with each other), reading its input with the input's
 // strides, so reducing dim 0 of an [R,C] matrix walks each column with
 // stride C. The same lowering takes a fusion node whose body holds
-// reductions: elementwise ops before them become the prologue, ops on their
-// results the epilogue, and ops that combine a row with a reduction's
-// result (x - amax(x)) a further pass over the row. fuse-elementwise never
-// builds such a fusion (and the verifier does not accept one yet); the
-// fuse-reductions pass of issue 5 will.
+// reductions, as fuse-reductions builds them under the rules of
+// ir/reduction_fusion.h (which tells each value's kind): elementwise ops
+// before them become the prologue, ops on their results the epilogue, and
+// ops that combine a row with a reduction's result (x - amax(x)) a further
+// pass over the row. Each view of an input is read through its strides: as
+// a row parameter where row values or reductions read it, as an outer one
+// (once per row) where values per row do, so one input can be both.
 //
 // How each reduction op becomes instructions (docs/ops.md, "Reductions"):
 // sum accumulates floats in f64 and integers in i64, then casts to the

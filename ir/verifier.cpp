@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "ir/printer.h"
+#include "ir/reduction_fusion.h"
 #include "runtime/error.h"
 
 namespace kiln::ir {
@@ -129,12 +130,15 @@ class Verifier {
     const Graph* body = n->body();
     if (!body) nodeError(n, label, "fusion: has no body");
     const std::vector<Node*> inner = body->nodes();
+    bool reductions = false;
     for (size_t j = 0; j < inner.size(); ++j) {
       const OpKind kind = inner[j]->info().kind;
-      if (kind != OpKind::elementwise && kind != OpKind::constant && kind != OpKind::movement)
+      reductions = reductions || kind == OpKind::reduction;
+      if (kind != OpKind::elementwise && kind != OpKind::constant && kind != OpKind::movement &&
+          kind != OpKind::reduction)
         nodeError(n, label,
-                  fmt::format("fusion: body node {} is {}; a fusion body holds only elementwise ops, movement ops "
-                              "and constants",
+                  fmt::format("fusion: body node {} is {}; a fusion body holds only elementwise ops, movement ops, "
+                              "reductions and constants",
                               j, opName(inner[j]->op())));
     }
     if (body->numInputs() != n->numInputs())
@@ -166,6 +170,14 @@ class Verifier {
         nodeError(
             n, label,
             fmt::format("fusion: expected all tensors on the same device, got {} and {}", all[0]->str(), t->str()));
+    // A body with reductions follows the rules of ir/reduction_fusion.h,
+    // which lowering relies on; checked once its nodes are known to be valid.
+    if (reductions)
+      if (auto error = analyzeReductionGroup(reductionGroupOf(*n), nullptr)) {
+        if (error->node < 0) returnError(*body, bodyLabel, "fusion of reductions: " + error->message);
+        nodeError(inner[static_cast<size_t>(error->node)], fmt::format("{}, node {}", bodyLabel, error->node),
+                  error->message);
+      }
   }
 
   [[noreturn]] void nodeError(const Node* n, const std::string& label, std::string_view message) const {

@@ -21,6 +21,8 @@ constexpr PassInfo kPasses[] = {
     {"dce", "remove nodes whose results are never used", runDce},
     {"fuse-elementwise", "group chains of elementwise ops over one iteration domain into fusion nodes",
      runFuseElementwise},
+    {"fuse-reductions", "fuse row reductions with their elementwise producers and consumers, one kernel per row",
+     runFuseReductions},
 };
 }  // namespace
 

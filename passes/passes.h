@@ -11,6 +11,10 @@ bool runDce(ir::Graph& graph, PassContext& context);
 /// fuse-elementwise: groups elementwise ops over one iteration domain into
 /// fusion nodes (see passes/fuse_elementwise.cpp for the rules).
 bool runFuseElementwise(ir::Graph& graph, PassContext& context);
+/// fuse-reductions: groups row reductions with their elementwise producers
+/// and consumers, and reductions over the same rows, into fusion nodes (see
+/// passes/fuse_reductions.cpp); run it before fuse-elementwise.
+bool runFuseReductions(ir::Graph& graph, PassContext& context);
 /// cse: merges nodes that compute the same thing (same op, inputs,
 /// attributes and result types), keeping the first.
 bool runCse(ir::Graph& graph, PassContext& context);

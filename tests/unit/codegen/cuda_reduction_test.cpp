@@ -39,7 +39,7 @@ Kernel rowKernel(const std::string& name, DType in, DType out, std::vector<Scala
 }
 
 /// One kernel per (reduce op, dtype) the lowering produces, and the shapes of
-/// kernel the fusion of issue 5 will: several passes, row stores, outer inputs.
+/// kernel fuse-reductions makes: several passes, row stores, outer inputs.
 std::vector<Kernel> everyKind() {
   std::vector<Kernel> ks;
   for (DType d : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::boolean}) {

@@ -153,7 +153,7 @@ TEST(Verifier, FusionNodes) {
       {"  %0 = fusion(%x) : f32[4]@cpu {\n  ^(%1: f32[4]@cpu):\n    %2 = fusion(%1) : f32[4]@cpu {\n"
        "    ^(%3: f32[4]@cpu):\n      return %3\n    }\n    return %2\n  }\n  return %0\n}\n",
        "t.kir:2:3: graph @g, node 0: fusion: body node 0 is fusion; a fusion body holds only elementwise ops, "
-       "movement ops and constants\n  %0 = fusion(%x) : f32[4]@cpu {"},
+       "movement ops, reductions and constants\n  %0 = fusion(%x) : f32[4]@cpu {"},
       {"  %0 = fusion(%x, %c) : f32[4]@cpu {\n  ^(%1: f32[4]@cpu, %2: f32[4]@cuda:0):\n    return %1\n  }\n"
        "  return %0\n}\n",
        "t.kir:2:3: graph @g, node 0: fusion: expected all tensors on the same device, got f32[4]@cpu and "

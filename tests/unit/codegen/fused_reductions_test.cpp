@@ -1,0 +1,150 @@
+// The kernels of what fuse-reductions builds from traced programs (softmax,
+// log_softmax, layer_norm in f32 and f16, cross_entropy, a layer norm
+// backward): their CPU code vectorizes every pass, with the float sums split
+// into the fixed 8 lanes x 4 (Note [Fixed summation order]); NVRTC compiles
+// their CUDA C for sm_80 and sm_90 where the toolkit is present; and the
+// lowering's parameters for inputs read along the row and once per row.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <string>
+
+#include "codegen/codegen.h"
+#include "common/graph_builders.h"
+#include "frontend/kiln.h"
+#include "ir/printer.h"
+#include "passes/pass_manager.h"
+
+namespace {
+
+using namespace kiln;
+using namespace kiln::testutil;
+using ir::Op;
+
+ir::TensorType type(DType d, ir::Shape s) { return {d, std::move(s), Device::cpu()}; }
+
+/// The kernels of `fn` traced with `inputs` and run through kiln::compile's pipeline.
+template <class F>
+std::vector<codegen::Kernel> kernelsOf(F fn, const std::vector<ir::TensorType>& inputs, int* nodes = nullptr) {
+  Trace t = trace(fn, inputs, "t");
+  passes::PassManager(CompileOptions{}.pipeline).run(*t.graph);
+  std::vector<codegen::Kernel> out;
+  int count = 0;
+  for (const ir::Node* n : t.graph->nodes()) {
+    if (n->op() == Op::constant) continue;
+    ++count;
+    for (codegen::LoweredKernel& k : codegen::lowerKernels(*n)) out.push_back(std::move(k.kernel));
+  }
+  if (nodes) *nodes = count;
+  return out;
+}
+
+struct Program {
+  std::string name;
+  std::vector<codegen::Kernel> kernels;
+};
+
+std::vector<Program> programs() {
+  const auto f32 = [](ir::Shape s) { return type(DType::f32, std::move(s)); };
+  std::vector<Program> ps;
+  ps.push_back({"softmax", kernelsOf([](const Tensor& x) { return softmax(x, -1); }, {f32({64, 1000})})});
+  ps.push_back({"log_softmax", kernelsOf([](const Tensor& x) { return logSoftmax(x, 1); }, {f32({64, 1000})})});
+  ps.push_back({"layer_norm",
+                kernelsOf([](const Tensor& x, const Tensor& w, const Tensor& b) { return layerNorm(x, {512}, w, b); },
+                          {f32({64, 512}), f32({512}), f32({512})})});
+  ps.push_back({"layer_norm_f16",
+                kernelsOf([](const Tensor& x, const Tensor& w, const Tensor& b) { return layerNorm(x, {512}, w, b); },
+                          {type(DType::f16, {64, 512}), type(DType::f16, {512}), type(DType::f16, {512})})});
+  ps.push_back({"cross_entropy", kernelsOf([](const Tensor& x, const Tensor& t) { return crossEntropy(x, t); },
+                                           {f32({64, 10}), type(DType::i64, {64})})});
+  ps.push_back({"layer_norm_backward", kernelsOf(
+                                           [](const Tensor& x, const Tensor& w, const Tensor& g) {
+                                             Tensor xx = x.detach().setRequiresGrad(),
+                                                    ww = w.detach().setRequiresGrad();
+                                             layerNorm(xx, {256}, ww, Tensor()).backward(g);
+                                             return std::vector<Tensor>{xx.grad(), ww.grad()};
+                                           },
+                                           {f32({32, 256}), f32({256}), f32({32, 256})})});
+  return ps;
+}
+
+TEST(FusedReductionKernels, OneReductionKernelEach) {
+  // One kernel per program, two for cross_entropy (the batch mean) and the
+  // layer norm backward (the weight gradient's column sums).
+  for (const Program& p : programs()) {
+    const size_t want = p.name == "cross_entropy" || p.name == "layer_norm_backward" ? 2 : 1;
+    EXPECT_EQ(p.kernels.size(), want) << p.name;
+    for (const codegen::Kernel& k : p.kernels) EXPECT_TRUE(k.isReduction()) << p.name << "\n" << k.str();
+  }
+}
+
+TEST(FusedReductionKernels, EveryFloatSumIsVectorizedInTheFixedSplit) {
+  // Each pass that adds floats becomes 4 interleaved <8 x double> partial
+  // sums on every CPU, whatever else the pass computes (exp, the layer
+  // norm's deviations, an f16 conversion).
+  const std::regex vectorSum(R"(fadd reassoc <8 x double>)");
+  for (const Program& p : programs()) {
+    for (const codegen::Kernel& k : p.kernels) {
+      int sums = 0;
+      for (const codegen::ScalarInstr& in : k.body)
+        sums += in.kind == codegen::ScalarInstr::Kind::reduce && in.reduceOp == codegen::ReduceOp::sum &&
+                in.dtype == DType::f64;
+      if (sums == 0) continue;
+      const std::string raw = codegen::renderLlvmIr(k, false);
+      EXPECT_NE(raw.find("!{!\"llvm.loop.vectorize.width\", i32 8}"), std::string::npos) << p.name << "\n" << raw;
+      EXPECT_NE(raw.find("!{!\"llvm.loop.interleave.count\", i32 4}"), std::string::npos) << p.name;
+      const std::string opt = codegen::renderLlvmIr(k, true);
+      const auto found = std::distance(std::sregex_iterator(opt.begin(), opt.end(), vectorSum), std::sregex_iterator());
+      // Per vectorized pass: 4 accumulating fadds and 3 combining the parts.
+      EXPECT_GE(found, 7) << p.name << " " << k.name;
+      EXPECT_EQ(opt.find("loop not vectorized"), std::string::npos);
+    }
+  }
+}
+
+TEST(FusedReductionKernels, NvrtcCompilesThemForSm80AndSm90) {
+  std::string why;
+  if (!codegen::nvrtcAvailable(&why)) GTEST_SKIP() << "no NVRTC: " << why;
+  for (const Program& p : programs())
+    for (const codegen::Kernel& k : p.kernels) {
+      const std::string src = codegen::renderCudaC(k);
+      EXPECT_NE(src.find("__shfl_down_sync"), std::string::npos);
+      for (int sm : {80, 90}) {
+        SCOPED_TRACE(p.name + " " + k.name + " for sm_" + std::to_string(sm));
+        try {
+          codegen::CudaBinary bin = codegen::compileCudaToCubin(src, k.name, sm);
+          EXPECT_EQ(std::string(bin.cubin.data() + 1, 3), "ELF");
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << e.what() << "\n" << src;
+        }
+      }
+    }
+}
+
+TEST(FusedReductionKernels, AnInputReadAlongTheRowAndOncePerRowIsTwoParams) {
+  // b: f32[5,1] is added to every element of x (along the row) and to the
+  // row's sum (once per row): one buffer, two parameters.
+  auto g = std::make_unique<ir::Graph>("twice");
+  ir::Value* x = g->addInput(f32({5, 9}));
+  ir::Value* b = g->addInput(f32({5, 1}));
+  ir::Value* s = g->create(Op::sum, std::vector<ir::Value*>{bin(*g, Op::add, x, b)},
+                           {{"dims", std::vector<int64_t>{1}}, {"keepdim", int64_t{1}}})
+                     ->output();
+  g->setOutputs({bin(*g, Op::add, s, b)});
+  passes::PassManager("fuse-reductions").run(*g);
+  ASSERT_EQ(ir::countKernels(*g), 1) << ir::printGraph(*g);
+  codegen::LoweredKernel k = codegen::lowerReduction(*g->nodes().back());
+  ASSERT_EQ(k.kernel.numParams(), 4) << k.kernel.str();
+  EXPECT_FALSE(k.kernel.params[1].outer);
+  EXPECT_EQ(k.kernel.params[1].inner, codegen::InnerStride::zero);
+  EXPECT_TRUE(k.kernel.params[2].outer);
+  EXPECT_EQ(k.bindings[1].index, 1);
+  EXPECT_EQ(k.bindings[2].index, 1);
+  runtime::Executable exe = codegen::compileGraph(*g);
+  Tensor xs = arange(0, 45).to(DType::f32).reshape({5, 9}), bs = fromVector({1, 2, 3, 4, 5}, {5, 1});
+  auto out = exe.run({xs.contiguous().impl()->storage, bs.impl()->storage});
+  const float* got = static_cast<const float*>(out[0]->data());
+  for (int r = 0; r < 5; ++r) EXPECT_EQ(got[r], static_cast<float>(81 * r + 36 + 10 * (r + 1))) << r;
+}
+
+}  // namespace
