@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <optional>
 #include <string_view>
@@ -223,8 +224,6 @@ void checkKernel(const Kernel& k) {
         KILN_ASSERT(in.dtype != DType::boolean, "kernel {}: instruction {} is an extent of bool", k.name, i);
         break;
       case ScalarInstr::Kind::index:
-        // Reduction renderers have no index spaces yet (fuse-reductions, issue 5).
-        KILN_ASSERT(!k.isReduction(), "kernel {}: instruction {} is an index in a reduction kernel", k.name, i);
         KILN_ASSERT(in.param >= 0 && in.param < k.numIndexSpaces(),
                     "kernel {}: instruction {} reads index space {} of {}", k.name, i, in.param, k.numIndexSpaces());
         KILN_ASSERT(in.dtype == DType::i64, "kernel {}: instruction {} is an index of {}", k.name, i,
@@ -232,7 +231,8 @@ void checkKernel(const Kernel& k) {
         break;
     }
   }
-  KILN_ASSERT(!k.isReduction() || k.indexSpaces.empty(), "kernel {}: a reduction kernel with index spaces", k.name);
+  KILN_ASSERT(k.maxRowLength == 0 || (k.isReduction() && std::has_single_bit(static_cast<uint64_t>(k.maxRowLength))),
+              "kernel {}: a row bound of {}", k.name, k.maxRowLength);
   if (!k.isReduction()) return;
   // Where each value lives: the schedule asserts what it cannot place.
   const KernelStages stages = kernelStages(k);
@@ -264,7 +264,7 @@ KernelStages kernelStages(const Kernel& k) {
       case ScalarInstr::Kind::load: st.row[i] = !k.params[in.param].outer; break;
       case ScalarInstr::Kind::constant:
       case ScalarInstr::Kind::extent: break;
-      case ScalarInstr::Kind::index: st.row[i] = true; break;  // not yet in reduction kernels (checkKernel)
+      case ScalarInstr::Kind::index: st.row[i] = true; break;  // an index along the row (a row value)
       case ScalarInstr::Kind::op:
         for (int o : in.operands) {
           st.row[i] = st.row[i] || st.row[o];
@@ -306,6 +306,47 @@ KernelStages kernelStages(const Kernel& k) {
     for (int i = 0; i < count; ++i)
       if (need[i]) st.pass[l].push_back(i);
   }
+  // Note [Stashed row values]: every pass recomputes the row values it
+  // needs from the loads, which costs nothing for x - mean but a lot for
+  // dropout's Philox draws or softmax's exp. A row value that a later pass
+  // needs again and that costs at least kStashCost to recompute (weights
+  // below, roughly vector instructions) is marked, so that a renderer can
+  // keep it for the row (the CPU's stash, codegen/llvm_reduction.cpp)
+  // instead. It changes where a value comes from, never what it is.
+  constexpr int kStashCost = 6;
+  auto weight = [](ir::Op op) {
+    if (op == ir::Op::dropout) return 24;  // Philox4x32-10: ten rounds of multiplies
+    if (op == ir::Op::exp || op == ir::Op::log || op == ir::Op::tanh || op == ir::Op::sigmoid)
+      return 8;  // polynomials (ir/scalar_formulas.h)
+    if (op == ir::Op::div || op == ir::Op::sqrt) return 2;
+    return 1;
+  };
+  auto cost = [&](int v) {
+    std::vector<bool> seen(static_cast<size_t>(count), false);
+    std::vector<int> stack{v};
+    int total = 0;
+    while (!stack.empty()) {
+      const int i = stack.back();
+      stack.pop_back();
+      if (seen[i] || !st.row[i] || k.body[i].kind != ScalarInstr::Kind::op) continue;
+      seen[i] = true;
+      total += weight(k.body[i].op);
+      for (int o : k.body[i].operands) stack.push_back(o);
+    }
+    return total;
+  };
+  st.firstPass.assign(static_cast<size_t>(count), -1);
+  st.stashed.assign(static_cast<size_t>(count), false);
+  for (int l = 0; l < passes; ++l)
+    for (int i : st.pass[l])
+      if (st.firstPass[i] < 0) st.firstPass[i] = l;
+  for (int l = 1; l < passes; ++l)
+    for (int i : st.pass[l]) {
+      if (st.firstPass[i] < l) continue;
+      for (int o : k.body[i].operands)
+        if (st.row[o] && st.firstPass[o] >= 0 && st.firstPass[o] < l && !st.stashed[o] && cost(o) >= kStashCost)
+          st.stashed[o] = true;
+    }
   for (int i = 0; i < count; ++i) {
     const ScalarInstr& in = k.body[i];
     if (st.row[i]) continue;
@@ -323,6 +364,7 @@ KernelStages kernelStages(const Kernel& k) {
 std::string Kernel::signature() const {
   std::string s = fmt::format("rank {}\n", rank);
   if (reduceRank > 0) s += fmt::format("reduce {}\n", reduceRank);
+  if (maxRowLength > 0) s += fmt::format("rows <= {}\n", maxRowLength);
   for (const KernelParam& p : params)
     s += fmt::format("param {} {} inner {}{}\n", p.output ? "out" : "in", dtypeName(p.dtype), innerName(p.inner),
                      p.outer ? " outer" : "");

@@ -100,8 +100,9 @@ struct ScalarInstr {
   /// extent: the number of elements of a row (reduction kernels), as dtype.
   /// index: the linear index (i64) of the element in index space `param`
   /// (Kernel::indexSpaces); an op that reads the element's index
-  /// (ir::usesElementIndex) takes one as its last operand. Elementwise
-  /// kernels only, for now.
+  /// (ir::usesElementIndex) takes one as its last operand. In a reduction
+  /// kernel an index space is walked like a row parameter (outer, then
+  /// reduced dims), and its index is a row value.
   enum class Kind : uint8_t { load, constant, op, store, reduce, extent, index };
   Kind kind = Kind::op;
   ir::Op op = ir::Op::add;            ///< for Kind::op
@@ -137,6 +138,11 @@ struct Kernel {
   /// strides follow the params' in the arguments.
   std::vector<InnerStride> indexSpaces;
   std::vector<ScalarInstr> body;
+  /// Reduction kernels with stashed row values (KernelStages::stashed): a
+  /// bound on the row length of every launch, a power of two that sizes
+  /// the CPU renderer's stash; 0 when there is none (no stash, or rows too
+  /// long for one: every pass recomputes).
+  int64_t maxRowLength = 0;
 
   int numParams() const { return static_cast<int>(params.size()); }
   int numIndexSpaces() const { return static_cast<int>(indexSpaces.size()); }
@@ -182,6 +188,13 @@ struct KernelStages {
   /// computed before it (constants, extents, outer loads, ops on outer
   /// values; after the last pass also the outer stores), in body order.
   std::vector<std::vector<int>> before;
+  /// Per instruction: a row value that a later pass than its first needs
+  /// again and that costs enough to recompute (dropout's draws, exp, ...)
+  /// that a renderer may keep it for the row instead (Note [Stashed row
+  /// values] in codegen/kernel.cpp).
+  std::vector<bool> stashed;
+  /// Per instruction: the first pass that evaluates it, or -1.
+  std::vector<int> firstPass;
 };
 /// The stages of reduction kernel `kernel` (which checkKernel accepted).
 KernelStages kernelStages(const Kernel& kernel);

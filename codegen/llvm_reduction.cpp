@@ -53,8 +53,32 @@ namespace {
 // whenever the loop is legal to vectorize, which every pass is (loads,
 // stores, arithmetic, no calls). With a width below 16 it adds no vectorized
 // epilogue, whose width the cost model would choose.
+//
+// One exception: a loop that reads or writes a row with a stride known
+// only at run time (inner stride class `any`: a column, a transposed view)
+// is versioned by the vectorizer on that stride being 1, which it never is
+// for such a kernel, so the scalar loop would run, in an order that
+// unrolling and the `reassoc` flag leave to LLVM. So in a kernel with any
+// such row parameter every float sum is added in plain sequential order:
+// no `reassoc`, vectorization off. Which of the two orders a kernel gets
+// depends on its parameters only; fuse-reductions fuses a sum only where
+// the fused kernel gets the order eager's kernel of that sum gets (Note
+// [Rows walked as eager walks them] in passes/fuse_reductions.cpp).
 constexpr int kSumLanes = 8;
 constexpr int kSumInterleave = 4;
+
+// The stash of Note [Stashed row values] (codegen/kernel.cpp): the row's
+// stashed values in their compute types, on the stack, sized for
+// Kernel::maxRowLength elements; a kernel whose bound needs more than
+// kStashBytes recomputes instead.
+constexpr int64_t kStashBytes = 64 * 1024;
+
+/// Per pass: the row instructions to evaluate, in body order, and which of
+/// them come from the stash (load) or go to it (store).
+struct PassPlan {
+  std::vector<int> todo;
+  std::vector<bool> load, store;
+};
 
 class ReductionRenderer {
  public:
@@ -65,7 +89,9 @@ class ReductionRenderer {
         ir_(ctx_),
         i64_(llvm::Type::getInt64Ty(ctx_)),
         ptr_(llvm::PointerType::getUnqual(ctx_)),
-        st_(kernelStages(kernel)) {}
+        st_(kernelStages(kernel)) {
+    for (const KernelParam& p : kernel.params) stridedRows_ = stridedRows_ || (!p.outer && p.inner == InnerStride::any);
+  }
 
   void render() { renderEntry(k_, m_, renderBody()); }
 
@@ -108,7 +134,7 @@ class ReductionRenderer {
         if (isFloat) {
           // The one fast-math flag: the vectorizer may keep partial sums.
           out = ir_.CreateFAdd(a, v);
-          llvm::cast<llvm::Instruction>(out)->setHasAllowReassoc(true);
+          if (!stridedRows_) llvm::cast<llvm::Instruction>(out)->setHasAllowReassoc(true);
         } else {
           out = ir_.CreateAdd(a, v);
         }
@@ -130,6 +156,7 @@ class ReductionRenderer {
 
   llvm::Function* renderBody() {
     const int rank = k_.rank, outerRank = k_.outerRank(), numParams = k_.numParams();
+    const int numStrided = k_.numStrided();  // params, then index spaces
     const int count = static_cast<int>(k_.body.size());
     std::vector<llvm::Type*> argTypes(static_cast<size_t>(numParams), ptr_);
     argTypes.insert(argTypes.end(), {ptr_, i64_, i64_});
@@ -152,8 +179,6 @@ class ReductionRenderer {
 
     auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
     auto* start = llvm::BasicBlock::Create(ctx_, "start", fn_);
-    auto* rowHeader = llvm::BasicBlock::Create(ctx_, "row.header", fn_);
-    auto* rowBody = llvm::BasicBlock::Create(ctx_, "row.body", fn_);
     exit_ = llvm::BasicBlock::Create(ctx_, "exit", fn_);
 
     ir_.SetInsertPoint(entry);
@@ -162,9 +187,9 @@ class ReductionRenderer {
       return ir_.CreateLoad(i64_, slot, name);
     };
     sizes_.assign(static_cast<size_t>(rank), nullptr);
-    strides_.assign(static_cast<size_t>(numParams), {});
+    strides_.assign(static_cast<size_t>(numStrided), {});
     for (int d = 0; d < rank; ++d) sizes_[d] = arg(d, "size" + std::to_string(d));
-    for (int p = 0; p < numParams; ++p)
+    for (int p = 0; p < numStrided; ++p)
       for (int d = 0; d < rank; ++d)
         strides_[p].push_back(arg(rank + p * rank + d, "stride" + std::to_string(p) + "." + std::to_string(d)));
     rowLength_ = sizes_[outerRank];
@@ -188,46 +213,133 @@ class ReductionRenderer {
     }
     // Nothing to do for an empty range or an empty outer domain; rows of
     // no elements are fine (every pass is skipped).
+    // The stash (Note [Stashed row values]), when the kernel's row bound
+    // lets one fit; else every pass recomputes.
+    std::vector<PassPlan> plans = planPasses(k_.maxRowLength > 0);
+    const bool stash = stashRowBytes_ > 0 && k_.maxRowLength * stashRowBytes_ <= kStashBytes;
+    if (!stash) plans = planPasses(false);
+    if (stash) {
+      llvm::AllocaInst* buffer = ir_.CreateAlloca(
+          llvm::ArrayType::get(ir_.getInt8Ty(), static_cast<uint64_t>(k_.maxRowLength * stashRowBytes_)), nullptr,
+          "stash");
+      buffer->setAlignment(llvm::Align(64));
+      stash_ = buffer;
+    }
     emitRangeStart(ir_, begin, end, std::vector<llvm::Value*>(sizes_.begin(), sizes_.begin() + outerRank), idx, start,
                    exit_);
     ir_.CreateStore(begin, pos);
-    ir_.CreateBr(rowHeader);
 
-    ir_.SetInsertPoint(rowHeader);
-    llvm::Value* i = ir_.CreateLoad(i64_, pos, "i");
-    ir_.CreateCondBr(ir_.CreateICmpSLT(i, end), rowBody, exit_);
+    // The loop over the range's rows, with the passes of `plans`.
+    auto emitRows = [&](const std::string& tag, const std::vector<PassPlan>& plans) {
+      auto* rowHeader = llvm::BasicBlock::Create(ctx_, tag + "row.header", fn_);
+      auto* rowBody = llvm::BasicBlock::Create(ctx_, tag + "row.body", fn_);
+      ir_.CreateBr(rowHeader);
+      ir_.SetInsertPoint(rowHeader);
+      llvm::Value* i = ir_.CreateLoad(i64_, pos, "i");
+      ir_.CreateCondBr(ir_.CreateICmpSLT(i, end), rowBody, exit_);
 
-    // One output row: the outer offsets, then the outer values and passes.
-    ir_.SetInsertPoint(rowBody);
-    std::vector<llvm::Value*> index(static_cast<size_t>(outerRank));
-    for (int d = 0; d < outerRank; ++d) index[d] = ir_.CreateLoad(i64_, idx[d], "i" + std::to_string(d));
-    outerBase_.assign(static_cast<size_t>(numParams), nullptr);
-    for (int p = 0; p < numParams; ++p) {
-      llvm::Value* off = ir_.CreateNSWMul(index[0], strides_[p][0]);
-      for (int d = 1; d < outerRank; ++d) off = ir_.CreateNSWAdd(off, ir_.CreateNSWMul(index[d], strides_[p][d]));
-      outerBase_[p] = off;
-      off->setName("base" + std::to_string(p));
+      // One output row: the outer offsets, then the outer values and passes.
+      ir_.SetInsertPoint(rowBody);
+      std::vector<llvm::Value*> index(static_cast<size_t>(outerRank));
+      for (int d = 0; d < outerRank; ++d) index[d] = ir_.CreateLoad(i64_, idx[d], "i" + std::to_string(d));
+      outerBase_.assign(static_cast<size_t>(numStrided), nullptr);
+      for (int p = 0; p < numStrided; ++p) {
+        llvm::Value* off = ir_.CreateNSWMul(index[0], strides_[p][0]);
+        for (int d = 1; d < outerRank; ++d) off = ir_.CreateNSWAdd(off, ir_.CreateNSWMul(index[d], strides_[p][d]));
+        outerBase_[p] = off;
+        off->setName("base" + std::to_string(p));
+      }
+      values_.assign(static_cast<size_t>(count), nullptr);
+      plans_ = plans;
+      for (int l = 0; l <= st_.numPasses; ++l) {
+        for (int instr : st_.before[l]) emitOuter(instr);
+        if (l < st_.numPasses) emitPass(l);
+      }
+      // Next row: the innermost outer index moves by one, then carries.
+      ir_.CreateStore(ir_.CreateNSWAdd(i, ir_.getInt64(1)), pos);
+      ir_.CreateStore(ir_.CreateNSWAdd(index[outerRank - 1], ir_.getInt64(1)), idx[outerRank - 1]);
+      for (int d = outerRank - 1; d >= 1; --d) {
+        llvm::Value* v = ir_.CreateLoad(i64_, idx[d]);
+        llvm::Value* carry = ir_.CreateICmpSGE(v, sizes_[d]);
+        ir_.CreateStore(ir_.CreateSelect(carry, zero(), v), idx[d]);
+        llvm::Value* up = ir_.CreateLoad(i64_, idx[d - 1]);
+        ir_.CreateStore(ir_.CreateNSWAdd(up, ir_.CreateZExt(carry, i64_)), idx[d - 1]);
+      }
+      ir_.CreateBr(rowHeader);
+    };
+    if (stash) {
+      // Lowering bounds every launch's rows (Kernel::maxRowLength); a longer
+      // row would overflow the stash: a kiln bug, so trap rather than write.
+      auto* fits = llvm::BasicBlock::Create(ctx_, "stash.fits", fn_);
+      auto* tooLong = llvm::BasicBlock::Create(ctx_, "stash.too.long", fn_);
+      ir_.CreateCondBr(ir_.CreateICmpSLE(rowLength_, ir_.getInt64(k_.maxRowLength)), fits, tooLong);
+      ir_.SetInsertPoint(tooLong);
+      ir_.CreateIntrinsic(llvm::Intrinsic::trap, {}, {});
+      ir_.CreateUnreachable();
+      ir_.SetInsertPoint(fits);
     }
-    values_.assign(static_cast<size_t>(count), nullptr);
-    for (int l = 0; l <= st_.numPasses; ++l) {
-      for (int instr : st_.before[l]) emitOuter(instr);
-      if (l < st_.numPasses) emitPass(l);
-    }
-    // Next row: the innermost outer index moves by one, then carries.
-    ir_.CreateStore(ir_.CreateNSWAdd(i, ir_.getInt64(1)), pos);
-    ir_.CreateStore(ir_.CreateNSWAdd(index[outerRank - 1], ir_.getInt64(1)), idx[outerRank - 1]);
-    for (int d = outerRank - 1; d >= 1; --d) {
-      llvm::Value* v = ir_.CreateLoad(i64_, idx[d]);
-      llvm::Value* carry = ir_.CreateICmpSGE(v, sizes_[d]);
-      ir_.CreateStore(ir_.CreateSelect(carry, zero(), v), idx[d]);
-      llvm::Value* up = ir_.CreateLoad(i64_, idx[d - 1]);
-      ir_.CreateStore(ir_.CreateNSWAdd(up, ir_.CreateZExt(carry, i64_)), idx[d - 1]);
-    }
-    ir_.CreateBr(rowHeader);
+    emitRows(stash ? "stash." : "", plans);
 
     ir_.SetInsertPoint(exit_);
     ir_.CreateRetVoid();
     return fn_;
+  }
+
+  /// The passes' plans: with `stash`, the stashed row values
+  /// (KernelStages::stashed) are stored in their first pass and loaded in
+  /// later ones; slots_ and slotOffset_ say where. Without, every pass
+  /// recomputes what it needs.
+  std::vector<PassPlan> planPasses(bool stash) {
+    const int count = static_cast<int>(k_.body.size());
+    std::vector<PassPlan> plans(static_cast<size_t>(st_.numPasses));
+    const std::vector<int>& first = st_.firstPass;
+    std::vector<bool> stashed(static_cast<size_t>(count), false);
+    if (stash) stashed = st_.stashed;
+    slots_.assign(static_cast<size_t>(count), -1);
+    slotOffset_.clear();
+    stashRowBytes_ = 0;
+    for (int i = 0; i < count; ++i) {
+      if (!stashed[i]) continue;
+      slots_[i] = static_cast<int>(slotOffset_.size());
+      slotOffset_.push_back(stashRowBytes_);
+      stashRowBytes_ += std::max<int64_t>(1, computeType(k_.body[i].dtype)->getPrimitiveSizeInBits() / 8);
+    }
+    for (int l = 0; l < st_.numPasses; ++l) {
+      PassPlan& plan = plans[static_cast<size_t>(l)];
+      plan.load.assign(static_cast<size_t>(count), false);
+      plan.store.assign(static_cast<size_t>(count), false);
+      std::vector<bool> need(static_cast<size_t>(count), false);
+      for (int i : st_.pass[l]) {
+        const ScalarInstr::Kind kind = k_.body[i].kind;
+        need[i] =
+            kind == ScalarInstr::Kind::reduce || kind == ScalarInstr::Kind::store || (stashed[i] && first[i] == l);
+      }
+      for (int i = count - 1; i >= 0; --i) {
+        if (!need[i]) continue;
+        if (stashed[i] && first[i] < l) {
+          plan.load[i] = true;  // a leaf: its cone is not recomputed
+          continue;
+        }
+        plan.store[i] = stashed[i];
+        for (int o : k_.body[i].operands)
+          if (st_.row[o]) need[o] = true;
+      }
+      for (int i = 0; i < count; ++i)
+        if (need[i]) plan.todo.push_back(i);
+    }
+    return plans;
+  }
+
+  /// Where stashed value i of element `pos` sits.
+  llvm::Value* stashAddress(int i, llvm::Value* pos) {
+    llvm::Type* t = stashType(i);
+    llvm::Value* slot = ir_.CreateInBoundsGEP(ir_.getInt8Ty(), stash_,
+                                              ir_.CreateNSWMul(rowLength_, ir_.getInt64(slotOffset_[slots_[i]])));
+    return ir_.CreateInBoundsGEP(t, slot, pos);
+  }
+  llvm::Type* stashType(int i) {
+    llvm::Type* t = computeType(k_.body[i].dtype);
+    return t->isIntegerTy(1) ? ir_.getInt8Ty() : t;
   }
 
   /// An outer instruction, once per row.
@@ -250,7 +362,7 @@ class ReductionRenderer {
       case ScalarInstr::Kind::reduce:
         KILN_ASSERT(values_[i], "kernel {}: reduce {} read before its pass", k_.name, i);
         break;
-      case ScalarInstr::Kind::index: KILN_ASSERT(false, "kernel {}: index {} in a reduction kernel", k_.name, i);
+      case ScalarInstr::Kind::index: KILN_ASSERT(false, "kernel {}: index {} outside a pass", k_.name, i);
     }
   }
 
@@ -274,9 +386,9 @@ class ReductionRenderer {
     std::vector<llvm::Value*> rindex;
     for (size_t d = 0; d < ridx_.size(); ++d) rindex.push_back(ir_.CreateLoad(i64_, ridx_[d]));
     llvm::Value* flat = ir_.CreateLoad(i64_, rflat_, tag + ".flat");
-    std::vector<llvm::Value*> rowBase(static_cast<size_t>(k_.numParams()), nullptr);
-    for (int p = 0; p < k_.numParams(); ++p) {
-      if (k_.params[p].outer) continue;
+    std::vector<llvm::Value*> rowBase(static_cast<size_t>(k_.numStrided()), nullptr);
+    for (int p = 0; p < k_.numStrided(); ++p) {
+      if (p < k_.numParams() && k_.params[p].outer) continue;
       llvm::Value* off = outerBase_[p];
       for (size_t d = 0; d < ridx_.size(); ++d)
         off = ir_.CreateNSWAdd(off, ir_.CreateNSWMul(rindex[d], strides_[p][outerRank + d]));
@@ -320,12 +432,17 @@ class ReductionRenderer {
   /// Instructions `todo` (row instructions of a pass, in body order) at one
   /// element; returns the values, outer ones included.
   std::vector<llvm::Value*> rowValues(const std::vector<int>& todo, llvm::Value* j, llvm::Value* pos,
-                                      const std::vector<llvm::Value*>& rowBase) {
+                                      const std::vector<llvm::Value*>& rowBase, const PassPlan* plan = nullptr) {
     std::vector<llvm::Value*> cur = values_;
     for (int i : todo) {
       const ScalarInstr& in = k_.body[i];
+      if (plan && plan->load[i]) {
+        llvm::Value* v = ir_.CreateLoad(stashType(i), stashAddress(i, pos), "stash" + std::to_string(i));
+        cur[i] = v->getType() == computeType(in.dtype) ? v : ir_.CreateTrunc(v, computeType(in.dtype));
+        continue;
+      }
       auto offset = [&](int p) -> llvm::Value* {
-        switch (k_.params[p].inner) {
+        switch (p < k_.numParams() ? k_.params[p].inner : k_.indexSpaces[p - k_.numParams()]) {
           case InnerStride::zero: return rowBase[p];
           case InnerStride::one: return ir_.CreateNSWAdd(rowBase[p], j);
           case InnerStride::any: return ir_.CreateNSWAdd(rowBase[p], ir_.CreateNSWMul(j, strides_[p][k_.rank - 1]));
@@ -342,9 +459,14 @@ class ReductionRenderer {
           storeElement(ir_, k_.params[in.param].dtype, param, offset(in.param), cur[in.operands[0]]);
           break;
         case ScalarInstr::Kind::reduce: fold(in, acc_[i], cur[in.operands[0]]); break;
+        // The linear index of an index space is its "offset".
+        case ScalarInstr::Kind::index: cur[i] = offset(k_.numParams() + in.param); break;
         case ScalarInstr::Kind::constant:
-        case ScalarInstr::Kind::extent:
-        case ScalarInstr::Kind::index: KILN_ASSERT(false, "kernel {}: instruction {} in a pass", k_.name, i);
+        case ScalarInstr::Kind::extent: KILN_ASSERT(false, "kernel {}: instruction {} in a pass", k_.name, i);
+      }
+      if (plan && plan->store[i]) {
+        llvm::Value* v = cur[i]->getType()->isIntegerTy(1) ? ir_.CreateZExt(cur[i], ir_.getInt8Ty()) : cur[i];
+        ir_.CreateStore(v, stashAddress(i, pos));
       }
     }
     return cur;
@@ -367,7 +489,7 @@ class ReductionRenderer {
     rowLoop(
         tag,
         [&](llvm::Value* j, llvm::Value* pos, const std::vector<llvm::Value*>& rowBase) {
-          rowValues(st_.pass[l], j, pos, rowBase);
+          rowValues(plans_[static_cast<size_t>(l)].todo, j, pos, rowBase, &plans_[static_cast<size_t>(l)]);
         },
         floatSum);
     for (int r : reduces) {
@@ -385,9 +507,11 @@ class ReductionRenderer {
       return llvm::MDNode::get(ctx_, ops);
     };
     llvm::TempMDTuple self = llvm::MDNode::getTemporary(ctx_, {});
-    llvm::Metadata* ops[] = {self.get(), hint("llvm.loop.vectorize.enable", ir_.getTrue()),
-                             hint("llvm.loop.vectorize.width", llvm::ConstantInt::get(i32, kSumLanes)),
-                             hint("llvm.loop.interleave.count", llvm::ConstantInt::get(i32, kSumInterleave))};
+    const bool vector = !stridedRows_;  // else sequential: no vectorizing, no interleaving
+    llvm::Metadata* ops[] = {
+        self.get(), hint("llvm.loop.vectorize.enable", ir_.getInt1(vector)),
+        hint("llvm.loop.vectorize.width", llvm::ConstantInt::get(i32, vector ? kSumLanes : 1)),
+        hint("llvm.loop.interleave.count", llvm::ConstantInt::get(i32, vector ? kSumInterleave : 1))};
     llvm::MDNode* loop = llvm::MDNode::getDistinct(ctx_, ops);
     loop->replaceOperandWith(0, loop);
     return loop;
@@ -435,6 +559,9 @@ class ReductionRenderer {
   llvm::Type* i64_;
   llvm::PointerType* ptr_;
   const KernelStages st_;
+  /// A row parameter has inner stride class `any`: float sums are
+  /// sequential (Note [Fixed summation order]).
+  bool stridedRows_ = false;
   llvm::Function* fn_ = nullptr;
   llvm::BasicBlock* exit_ = nullptr;
   std::vector<llvm::Value*> sizes_;
@@ -443,8 +570,13 @@ class ReductionRenderer {
   std::vector<llvm::AllocaInst*> ridx_;  ///< indices of the reduced dims but the innermost
   llvm::AllocaInst* rflat_ = nullptr;    ///< row index of the current run's first element
   std::vector<llvm::AllocaInst*> acc_, accIndex_;
-  std::vector<llvm::Value*> outerBase_;  ///< per param: its offset at the current output row
+  std::vector<llvm::Value*> outerBase_;  ///< per param and index space: its offset at the current output row
   std::vector<llvm::Value*> values_;     ///< per instruction: its outer value in the current row
+  std::vector<PassPlan> plans_;          ///< of the row loop being emitted
+  std::vector<int> slots_;               ///< per instruction: its stash slot, or -1
+  std::vector<int64_t> slotOffset_;      ///< per slot: bytes per row element before it
+  int64_t stashRowBytes_ = 0;            ///< stash bytes per row element
+  llvm::Value* stash_ = nullptr;         ///< the stash (kStashBytes on the stack)
 };
 
 }  // namespace

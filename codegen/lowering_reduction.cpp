@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -16,6 +17,9 @@
 namespace kiln::codegen {
 
 namespace {
+/// Rows up to this long get a bound for a stash (Kernel::maxRowLength).
+constexpr int64_t kMaxStashedRow = 16384;
+
 /// A block argument seen through view ops: where its elements sit in that
 /// input's buffer.
 struct View {
@@ -191,6 +195,22 @@ LoweredKernel lowerReduction(const ir::Node& node, std::span<const ir::Layout> l
         {t.dtype, o, o ? outerStrides(t.shape, contiguous, t.shape) : contiguous, {true, static_cast<int>(j), 0}});
   }
 
+  // Index spaces (codegen/kernel.h): one per distinct result shape whose
+  // element index an op reads (dropout, a row value), the contiguous
+  // strides of that shape over the domain, so the index is the element's
+  // row-major position in the op's result however the domain is coalesced.
+  std::vector<std::vector<int64_t>> spaces;
+  std::unordered_map<const ir::Node*, int> spaceOf;
+  for (const ir::Node* n : g.nodes) {
+    if (n->info().kind != ir::OpKind::elementwise || !ir::usesElementIndex(n->op())) continue;
+    KILN_ASSERT(info.readsAlongRow(n), "{} of a value per row in a reduction kernel", ir::opName(n->op()));
+    const ir::Shape& shape = n->output()->type().shape;
+    std::vector<int64_t> strides = stridesOver(shape, ir::contiguousStrides(shape), domain);
+    auto found = std::find(spaces.begin(), spaces.end(), strides);
+    if (found == spaces.end()) found = spaces.insert(spaces.end(), std::move(strides));
+    spaceOf[n] = static_cast<int>(found - spaces.begin());
+  }
+
   LoweredKernel result;
   Kernel& k = result.kernel;
   for (const Param& p : params) {
@@ -198,13 +218,17 @@ LoweredKernel lowerReduction(const ir::Node& node, std::span<const ir::Layout> l
     result.bindings.push_back(p.binding);
   }
 
-  // The domain: kept dims, then reduced dims, each group coalesced alone.
+  // The domain: kept dims, then reduced dims, each group coalesced alone
+  // (parameters, then index spaces, take part).
+  std::vector<std::vector<int64_t>> strided;
+  for (const Param& p : params) strided.push_back(p.strides);
+  strided.insert(strided.end(), spaces.begin(), spaces.end());
   std::vector<int64_t> outerSizes, rowSizes;
-  std::vector<std::vector<int64_t>> outerStr(params.size()), rowStr(params.size());
+  std::vector<std::vector<int64_t>> outerStr(strided.size()), rowStr(strided.size());
   for (int d = 0; d < rank; ++d) {
     (reduced[d] ? rowSizes : outerSizes).push_back(domain[static_cast<size_t>(d)]);
-    for (size_t p = 0; p < params.size(); ++p)
-      (reduced[d] ? rowStr : outerStr)[p].push_back(params[p].strides[static_cast<size_t>(d)]);
+    for (size_t p = 0; p < strided.size(); ++p)
+      (reduced[d] ? rowStr : outerStr)[p].push_back(strided[p][static_cast<size_t>(d)]);
   }
   coalesce(outerSizes, outerStr);
   coalesce(rowSizes, rowStr);
@@ -215,6 +239,7 @@ LoweredKernel lowerReduction(const ir::Node& node, std::span<const ir::Layout> l
                 "outer param {} varies along the row", p);
     k.params[p].inner = k.params[p].outer ? InnerStride::zero : innerClass(rowStr[p].back());
   }
+  for (size_t s = 0; s < spaces.size(); ++s) k.indexSpaces.push_back(innerClass(rowStr[params.size() + s].back()));
 
   // The body: a load per parameter read, the nodes in order, the stores.
   BodyBuilder b;
@@ -225,6 +250,7 @@ LoweredKernel lowerReduction(const ir::Node& node, std::span<const ir::Layout> l
     if (auto it = views.find(v); it != views.end()) return paramFor(it->second, v->type().dtype, reader);
     return index.at(v);
   };
+  std::unordered_map<int, int> spaceInstr;  // index space -> its index instruction
   std::string opsName;
   for (const ir::Node* n : g.nodes) {
     KILN_ASSERT(n->numOutputs() == 1, "{} with {} results in a reduction kernel", ir::opName(n->op()), n->numOutputs());
@@ -245,11 +271,14 @@ LoweredKernel lowerReduction(const ir::Node& node, std::span<const ir::Layout> l
       continue;
     }
     KILN_ASSERT(n->info().kind == ir::OpKind::elementwise, "{} in a reduction kernel", ir::opName(n->op()));
-    // Reduction kernels have no index spaces yet (codegen/kernel.h); issue 5's
-    // fuse-reductions, which builds such fusions, adds them.
-    KILN_ASSERT(!ir::usesElementIndex(n->op()), "{} in a reduction kernel is not supported yet", ir::opName(n->op()));
     std::vector<int> operands;
     for (const ir::Value* v : n->inputs()) operands.push_back(operand(v, n));
+    if (auto space = spaceOf.find(n); space != spaceOf.end()) {
+      // The element's index, as the op's last operand (one instruction per space).
+      auto [it, fresh] = spaceInstr.emplace(space->second, -1);
+      if (fresh) it->second = b.add(instr::index(space->second));
+      operands.push_back(it->second);
+    }
     index[n->output()] = b.add(instr::op(n->op(), std::move(operands), n->attrs(), dtype));
   }
   KILN_ASSERT(static_cast<int>(params.size()) == numLoads + static_cast<int>(g.outputs.size()),
@@ -257,6 +286,15 @@ LoweredKernel lowerReduction(const ir::Node& node, std::span<const ir::Layout> l
   for (size_t j = 0; j < g.outputs.size(); ++j)
     b.add(instr::store(numLoads + static_cast<int>(j), index.at(g.outputs[j]), g.outputs[j]->type().dtype));
   k.body = std::move(b.body);
+  // Rows short enough to stash the values later passes need again (Note
+  // [Stashed row values] in codegen/kernel.cpp) bound the kernel's row
+  // length by a power of two, so kernels for rows of similar lengths share.
+  int64_t rowLength = 1;
+  for (int64_t size : rowSizes) rowLength *= size;
+  const KernelStages stages = kernelStages(k);
+  if (rowLength <= kMaxStashedRow &&
+      std::find(stages.stashed.begin(), stages.stashed.end(), true) != stages.stashed.end())
+    k.maxRowLength = std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(rowLength, 1)));
   k.name = fmt::format("kiln{}_{:08x}", opsName, k.hash() & 0xffffffffu);
 
   LaunchArgs& launch = result.launch;
@@ -264,7 +302,7 @@ LoweredKernel lowerReduction(const ir::Node& node, std::span<const ir::Layout> l
   for (int64_t s : outerSizes) launch.numel *= s;
   launch.args = outerSizes;
   launch.args.insert(launch.args.end(), rowSizes.begin(), rowSizes.end());
-  for (size_t p = 0; p < params.size(); ++p) {
+  for (size_t p = 0; p < strided.size(); ++p) {
     launch.args.insert(launch.args.end(), outerStr[p].begin(), outerStr[p].end());
     launch.args.insert(launch.args.end(), rowStr[p].begin(), rowStr[p].end());
   }

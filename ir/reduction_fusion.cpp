@@ -201,6 +201,10 @@ std::optional<ReductionGroupError> analyzeReductionGroup(const ReductionGroup& g
         return fail(j, fmt::format("{} reduces a value per row, not a row", describe(n)));
       continue;
     }
+    if (!along && usesElementIndex(n->op()))
+      return fail(j, fmt::format("{} draws per element of a value per row; in a fusion of reductions it takes row "
+                                 "values only",
+                                 describe(n)));
     const Shape& context = along ? rows.domain : n->output()->type().shape;
     for (int k = 0; k < n->numInputs(); ++k) {
       const Value* v = n->input(k);

@@ -28,7 +28,8 @@
 //      (which broadcasts the sums along the rows) is not;
 //   4. a movement op is a view (above) or a reshape of a value per row to
 //      K or Q (the same elements in the same order);
-//   5. results are computed row values (shape D) or values per row (K, Q).
+//   5. results are computed row values (shape D) or values per row (K, Q);
+//   6. an op that reads its element's index (dropout) is a row value.
 // Other ops (library calls, fusions, cat) are not allowed. When every
 // reduced dim has size 1 (K == D) shapes cannot tell a row value from a
 // value per row: a value then is per row when it derives from a reduction

@@ -31,6 +31,10 @@
 //   the column sums of the weight gradient, is stored by the row kernel.
 // - Cycles: a node joins only if no path leaves the group and comes back
 //   to it (the fusion would depend on itself); refused with a remark.
+// - Summation order: a fused kernel must add each float sum in the order
+//   eager's kernel of that sum adds it (Note [Rows walked as eager walks
+//   them] below): the same runs of the row, and in vector lanes or in
+//   sequence as eager does. A node that would change it is refused.
 // - Same rows: groups over the same rows merge when that makes no cycle
 //   (mean and var of a layer norm, amax and sum of a softmax, the two
 //   column sums of a layer norm backward).
@@ -40,8 +44,9 @@
 //   does, when strides can read them.
 //
 // Statistics: fusion-nodes, reductions-fused, ops-fused, groups-merged,
-// refused-rows, refused-domain, refused-indexing, refused-cycle,
-// refused-one-element-rows. `irdump --remarks` prints each decision.
+// refused-rows, refused-domain, refused-indexing, refused-row-order,
+// refused-cycle, refused-one-element-rows, dead-ops-removed. `irdump
+// --remarks` prints each decision.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -279,6 +284,7 @@ class Fuser {
     return std::nullopt;
   }
 
+ public:
   /// Note [Rows walked as eager walks them]: a float sum's bits depend on
   /// the order it adds in, and a CPU kernel adds each run of its row loop
   /// nest (the reduced dims, coalesced over every parameter's strides) in
@@ -288,7 +294,10 @@ class Fuser {
   /// dims merge into one run. A fused kernel walks every operand of the
   /// group; one that varies along some reduced dims and not along others
   /// (a [C] bias in a sum over dims [B, C]) splits the runs, and the sum
-  /// would round differently. Such a node is refused.
+  /// would round differently. And a kernel that walks any row with a
+  /// stride other than 0 or 1 (a column, a transposed view) adds its sums
+  /// in sequence, others in vector lanes: the fused kernel of a sum must
+  /// do as eager's does. A node that breaks either is refused.
   std::optional<std::string> rowOrderProblem(const std::unordered_set<const Node*>& inside,
                                              const ir::RowDomain& rows) const {
     auto stridesOf = [&](Value* v) -> std::vector<int64_t> {
@@ -309,23 +318,34 @@ class Fuser {
         if (shape[i] != 1) out[lead + i] = layout.strides[i];
       return out;
     };
-    auto runs = [&](const std::vector<std::vector<int64_t>>& strides) {
-      // codegen::coalesce over the reduced dims: size-1 dims dropped,
-      // neighbours merged where every operand walks them as one.
+    // codegen::coalesce over the reduced dims (size-1 dims dropped,
+    // neighbours merged where every access walks them as one): the runs'
+    // sizes, and whether an access walks the innermost run with a stride
+    // other than 0 and 1 (which makes the kernel add sequentially: Note
+    // [Fixed summation order] in codegen/llvm_reduction.cpp).
+    struct Runs {
       std::vector<int64_t> sizes;
+      bool strided = false;
+      bool operator==(const Runs&) const = default;
+    };
+    auto runs = [&](const std::vector<std::vector<int64_t>>& strides) {
+      Runs r;
       std::vector<int64_t> last(strides.size());
       for (size_t d = 0; d < rows.domain.size(); ++d) {
         if (!rows.reduced[d] || rows.domain[d] == 1) continue;
-        bool merge = !sizes.empty();
+        bool merge = !r.sizes.empty();
         for (size_t p = 0; p < strides.size() && merge; ++p) merge = last[p] == strides[p][d] * rows.domain[d];
         if (merge)
-          sizes.back() *= rows.domain[d];
+          r.sizes.back() *= rows.domain[d];
         else
-          sizes.push_back(rows.domain[d]);
+          r.sizes.push_back(rows.domain[d]);
         for (size_t p = 0; p < strides.size(); ++p) last[p] = strides[p][d];
       }
-      return sizes;
+      for (int64_t stride : last) r.strided = r.strided || (!r.sizes.empty() && stride != 0 && stride != 1);
+      return r;
     };
+    // What the fused kernel walks along the row: operands from outside
+    // read by row values and reductions, and row values stored (contiguous).
     std::vector<std::vector<int64_t>> all;
     std::vector<const Node*> sums;
     for (const Node* m : graph_.nodes()) {
@@ -334,22 +354,30 @@ class Fuser {
       if (!along) continue;
       for (Value* v : m->inputs())
         if (!isConstant(v->node()) && !(v->node() && inside.count(v->node()))) all.push_back(stridesOf(v));
+      bool stored = m->output()->type().shape == rows.domain && graph_.isOutput(m->output());
+      for (const ir::Use& use : m->output()->uses()) stored = stored || !inside.count(use.user);
+      if (stored && !ir::isReduction(m->op())) all.push_back(stridesOf(m->output()));
       const ir::Op op = m->op();
       if ((op == ir::Op::sum || op == ir::Op::mean || op == ir::Op::var) && isFloatingPoint(m->input(0)->type().dtype))
         sums.push_back(m);
     }
-    const std::vector<int64_t> fused = runs(all);
+    const Runs fused = runs(all);
     for (const Node* r : sums) {
-      const std::vector<int64_t> eager = runs({stridesOf(r->input(0))});
-      if (eager != fused)
+      const Runs eager = runs({stridesOf(r->input(0))});
+      if (eager.sizes != fused.sizes)
         return fmt::format(
             "the fused kernel would add the rows of {} in runs of {} elements, eager in runs of {} "
             "(another rounding)",
-            describe(r), ir::shapeStr(fused), ir::shapeStr(eager));
+            describe(r), ir::shapeStr(fused.sizes), ir::shapeStr(eager.sizes));
+      if (eager.strided != fused.strided)
+        return fmt::format("the fused kernel would add the rows of {} {}, eager {} (another rounding)", describe(r),
+                           fused.strided ? "in sequence" : "in vector lanes",
+                           eager.strided ? "in sequence" : "in vector lanes");
     }
     return std::nullopt;
   }
 
+ private:
   /// Tries to add `n` to group g; says why not in a remark.
   bool tryAdd(int g, Node* n, std::string_view how) {
     Group& group = groups_[static_cast<size_t>(g)];
@@ -370,6 +398,10 @@ class Fuser {
       const ir::Shape& s = n->output()->type().shape;
       if (s != rows.domain && !rows.isOuterShape(s)) {
         refuse(n, group, fmt::format("it computes over {}", ir::shapeStr(s)), "refused-domain");
+        return false;
+      }
+      if (s != rows.domain && ir::usesElementIndex(n->op())) {
+        refuse(n, group, "it draws per element of a value per row", "refused-domain");
         return false;
       }
     } else {
@@ -502,6 +534,13 @@ bool runFuseReductions(Graph& graph, PassContext& context) {
   bool changed = false;
   for (Group& group : groups) {
     if (!group.alive) continue;
+    // Growth checked each step; a later member can take away a row value
+    // stored earlier, so the order of the sums is checked once more.
+    if (auto problem = fuser.rowOrderProblem(group.inside, group.rows)) {
+      context.remark(fmt::format("dissolved the fusion of {}: {}", describe(group.members.front()), *problem));
+      context.count("refused-row-order");
+      continue;
+    }
     int last = 0;
     for (const Node* m : group.members) last = std::max(last, key.at(m));
     const std::string first = describe(group.members.front());

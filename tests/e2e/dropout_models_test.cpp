@@ -45,8 +45,9 @@ TEST(DropoutModels, CompiledEqualsEagerBitForBitOnEveryCall) {
       }
       previous = compiled;
     }
-    EXPECT_EQ(engine.lastNumKernels(), std::string(name) == "relu_dropout" ? 1 : 6) << name << "\n"
-                                                                                    << engine.lastGraph();
+    // One kernel each: relu -> dropout -> layer norm is one pass of
+    // fuse-reductions (the draws recomputed in each pass over the row).
+    EXPECT_EQ(engine.lastNumKernels(), 1) << name << "\n" << engine.lastGraph();
   }
 }
 

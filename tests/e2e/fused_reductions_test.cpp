@@ -1,5 +1,5 @@
-// End to end: softmax, log_softmax, layer_norm, cross_entropy and layer
-// norm's backward compiled by kiln::compile (whose pipeline runs
+// End to end: softmax, log_softmax, layer_norm, cross_entropy, relu ->
+// dropout -> layer_norm and the backwards compiled by kiln::compile (whose pipeline runs
 // fuse-reductions) take the kernel counts issue 5 asks for, and their
 // results equal eager ones bit for bit (eager runs every primitive op as a
 // kernel of its own), at row lengths that are and are not multiples of the
@@ -10,6 +10,7 @@
 #include <cmath>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "frontend/kiln.h"
@@ -50,7 +51,10 @@ Tensor normal(const Shape& shape, uint64_t seed, double scale = 3.0, DType dtype
 }
 
 // Row lengths around the vector width (8 f64 lanes, 4 interleaved: 32).
-const std::vector<Shape> kShapes = {{64, 1024}, {37, 1000}, {5, 33}, {9, 31}, {3, 2}, {2, 3, 50}, {4, 8, 1029}};
+// Rows past 16384 elements recompute instead of stashing (Note [Stashed
+// row values]).
+const std::vector<Shape> kShapes = {{64, 1024}, {37, 1000}, {5, 33},      {9, 31},
+                                    {3, 2},     {2, 3, 50}, {4, 8, 1029}, {3, 20000}};
 
 TEST(FusedReductions, SoftmaxAndLogSoftmaxAreOneKernel) {
   for (const Shape& s : kShapes) {
@@ -66,6 +70,11 @@ TEST(FusedReductions, SoftmaxAndLogSoftmaxAreOneKernel) {
       "softmax dim 0", [](auto& in) { return std::vector{softmax(in[0], 0)}; }, {x}, 1);
   expectCompiledEqualsEager(
       "log_softmax dim 1 of 3", [](auto& in) { return std::vector{logSoftmax(in[0], 1)}; }, {normal({4, 70, 3}, 6)}, 1);
+  // Of a transposed view: the sum is a second kernel (fuse-reductions.kir,
+  // @transposed_softmax), so that it adds in eager's order.
+  expectCompiledEqualsEager(
+      "softmax of a transpose", [](auto& in) { return std::vector{softmax(in[0].t(), -1)}; }, {normal({300, 40}, 7)},
+      2);
 }
 
 TEST(FusedReductions, LayerNormWithWeightAndBiasIsOneKernel) {
@@ -151,6 +160,39 @@ TEST(FusedReductions, LayerNormBackwardIsTwoKernels) {
           return std::vector{y, xx.grad(), ww.grad(), bb.grad()};
         },
         {x, w, b, g}, 2);
+  }
+}
+
+TEST(FusedReductions, ReluDropoutLayerNormIsOneKernelAndItsBackwardTwo) {
+  // The issue's relu -> dropout -> layer_norm: forward one kernel (the
+  // draws made in each pass over the row); forward and backward two (the
+  // row kernel recomputes the mask for the gradient, the column sums of
+  // the weight and bias gradients are the second). The generator advances
+  // as eagerly, so both draw the same masks.
+  const int64_t c = 300;
+  const Tensor x = normal({50, c}, 61), w = normal({c}, 62), b = normal({c}, 63), g = normal({50, c}, 64);
+  const Fn forward = [c](const std::vector<Tensor>& in) {
+    return std::vector{layerNorm(dropout(relu(in[0]), 0.1), {c}, in[1], in[2])};
+  };
+  const Fn both = [c](const std::vector<Tensor>& in) {
+    Tensor xx = in[0].detach().setRequiresGrad(), ww = in[1].detach().setRequiresGrad(),
+           bb = in[2].detach().setRequiresGrad();
+    Tensor y = layerNorm(dropout(relu(xx), 0.1), {c}, ww, bb);
+    y.backward(in[3]);
+    return std::vector{y, xx.grad(), ww.grad(), bb.grad()};
+  };
+  for (const auto& [what, fn, inputs, kernels] : {std::tuple{"forward", forward, std::vector{x, w, b}, 1},
+                                                  std::tuple{"backward", both, std::vector{x, w, b, g}, 2}}) {
+    SCOPED_TRACE(what);
+    manualSeed(77);
+    const uint64_t offset = defaultGenerator().offset();
+    const std::vector<Tensor> eager = fn(inputs);
+    defaultGenerator().setOffset(offset);
+    detail::CompileEngine engine([fn](const std::vector<Tensor>& in) { return fn(in); }, CompileOptions{});
+    const std::vector<Tensor> compiled = engine.call(inputs);
+    ASSERT_EQ(eager.size(), compiled.size());
+    for (size_t i = 0; i < eager.size(); ++i) EXPECT_EQ(mismatches(eager[i], compiled[i]), 0u) << "result " << i;
+    EXPECT_EQ(engine.lastNumKernels(), kernels) << engine.lastGraph();
   }
 }
 
