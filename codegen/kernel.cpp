@@ -316,9 +316,10 @@ KernelStages kernelStages(const Kernel& k) {
   constexpr int kStashCost = 6;
   auto weight = [](ir::Op op) {
     if (op == ir::Op::dropout) return 24;  // Philox4x32-10: ten rounds of multiplies
-    if (op == ir::Op::exp || op == ir::Op::log || op == ir::Op::tanh || op == ir::Op::sigmoid)
+    if (op == ir::Op::exp || op == ir::Op::log || op == ir::Op::tanh || op == ir::Op::sigmoid || op == ir::Op::sin ||
+        op == ir::Op::cos || op == ir::Op::erf || op == ir::Op::silu || op == ir::Op::gelu || op == ir::Op::pow)
       return 8;  // polynomials (ir/scalar_formulas.h)
-    if (op == ir::Op::div || op == ir::Op::sqrt) return 2;
+    if (op == ir::Op::div || op == ir::Op::sqrt || op == ir::Op::rsqrt) return 2;
     return 1;
   };
   auto cost = [&](int v) {
