@@ -1,9 +1,8 @@
 // The kernels of what fuse-reductions builds from traced programs (softmax,
-// log_softmax, layer_norm in f32 and f16, cross_entropy, a layer norm
-// backward): their CPU code vectorizes every pass, with the float sums split
-// into the fixed 8 lanes x 4 (Note [Fixed summation order]), and keeps
-// costly row values for later passes (Note [Stashed row values]); NVRTC compiles
-// their CUDA C for sm_80 and sm_90 where the toolkit is present; and the
+// log_softmax, layer_norm in f32 and f16, relu -> dropout -> layer_norm with
+// its index space, cross_entropy, a layer norm backward): their CPU code vectorizes every pass, with the float sums
+// split into the fixed 8 lanes x 4 (Note [Fixed summation order]), and keeps costly row values for later passes (Note
+// [Stashed row values]); NVRTC compiles their CUDA C for sm_80 and sm_90 where the toolkit is present; and the
 // lowering's parameters for inputs read along the row and once per row.
 #include <gtest/gtest.h>
 
@@ -56,6 +55,10 @@ std::vector<Program> programs() {
   ps.push_back({"layer_norm_f16",
                 kernelsOf([](const Tensor& x, const Tensor& w, const Tensor& b) { return layerNorm(x, {512}, w, b); },
                           {type(DType::f16, {64, 512}), type(DType::f16, {512}), type(DType::f16, {512})})});
+  ps.push_back({"relu_dropout_layer_norm",
+                kernelsOf([](const Tensor& x, const Tensor& w,
+                             const Tensor& b) { return layerNorm(dropout(relu(x), 0.1), {512}, w, b); },
+                          {f32({64, 512}), f32({512}), f32({512})})});
   ps.push_back({"cross_entropy", kernelsOf([](const Tensor& x, const Tensor& t) { return crossEntropy(x, t); },
                                            {f32({64, 10}), type(DType::i64, {64})})});
   ps.push_back({"layer_norm_backward", kernelsOf(
