@@ -57,7 +57,7 @@ class AccumulateGrad final : public Node {
     Meta& meta = metaOf(leaf);
     // A gradient may be an expanded view (sum's backward): store it
     // contiguous, as a tensor of its own that optimizers can update.
-    Tensor add = g.isContiguous() && !g.impl()->isView ? g : g.contiguous().clone();
+    Tensor add = !g.isContiguous() ? g.contiguous() : g.impl()->isView ? g.clone() : g;
     meta.grad = meta.grad.defined() ? shallowCopy(meta.grad + add) : shallowCopy(add);
     return {};
   }
