@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "codegen/compile_graph.h"
+#include "frontend/inplace.h"
 #include "frontend/trace.h"
 #include "ir/printer.h"
 #include "passes/pass_manager.h"
@@ -20,8 +21,10 @@ struct CompiledProgram {
   std::string graphText;                  ///< the graph after the pipeline, for inspection
   runtime::Executable exe;
   std::vector<ir::TensorType> outputTypes;
-  std::vector<Tensor> captures;           ///< eager tensors the trace read
-  std::vector<TracedDraw> draws;          ///< random draws, bound afresh at every call
+  int numResults = 0;                     ///< outputs that are the function's results; the rest feed `writes`
+  std::vector<InputBinding> bindings;     ///< of the inputs after the arguments, run at every call
+  std::vector<TraceWrite> writes;         ///< made after every call
+  std::vector<Guard> guards;              ///< the program runs only while these hold
 };
 
 namespace {
@@ -75,8 +78,14 @@ Trace traceGraph(const TraceFn& fn, const std::vector<ir::TensorType>& inputs, c
     KILN_CHECK(results[i].defined(), "compile: result {} of the traced function is an undefined tensor", i);
     outputs.push_back(state.valueOf(results[i], "compile"));
   }
+  Trace trace;
+  trace.numResults = static_cast<int>(outputs.size());
+  trace.writes = state.finish(outputs);
   state.graph->setOutputs(outputs);
-  return {std::move(state.graph), std::move(state.captures), std::move(state.draws)};
+  trace.graph = std::move(state.graph);
+  trace.bindings = std::move(state.bindings);
+  trace.guards = std::move(state.guards);
+  return trace;
 }
 
 std::shared_ptr<CompiledProgram> CompileEngine::compileFor(const std::vector<Tensor>& inputs) {
@@ -87,11 +96,22 @@ std::shared_ptr<CompiledProgram> CompileEngine::compileFor(const std::vector<Ten
   auto program = std::make_shared<CompiledProgram>();
   program->exe = codegen::compileGraph(*trace.graph);
   for (ir::Value* v : trace.graph->outputs()) program->outputTypes.push_back(v->type());
-  program->captures = std::move(trace.captures);
-  program->draws = std::move(trace.draws);
+  program->numResults = trace.numResults;
+  program->bindings = std::move(trace.bindings);
+  program->writes = std::move(trace.writes);
+  program->guards = std::move(trace.guards);
   program->graphText = ir::printGraph(*trace.graph);
   return program;
 }
+
+namespace {
+/// The first guard of `p` that does not hold now, or nullptr.
+const Guard* failedGuard(const CompiledProgram& p) {
+  for (const Guard& g : p.guards)
+    if (!g.holds()) return &g;
+  return nullptr;
+}
+}  // namespace
 
 std::vector<Tensor> CompileEngine::call(const std::vector<Tensor>& inputs) {
   KILN_CHECK(!TraceState::current(), "compile: calling a compiled function while tracing another is not supported yet");
@@ -104,15 +124,26 @@ std::vector<Tensor> CompileEngine::call(const std::vector<Tensor>& inputs) {
     signature.push_back(inputs[i].type().str() + (inputs[i].requiresGrad() ? " requires_grad" : ""));
     key += signature.back() + ";";
   }
-  auto it = programs_.find(key);
-  if (it == programs_.end()) {
-    const std::string why = recompileReason(lastSignature_, signature);
+  std::vector<std::shared_ptr<CompiledProgram>>& candidates = programs_[key];
+  std::shared_ptr<CompiledProgram> program;
+  const Guard* failed = nullptr;
+  for (const auto& candidate : candidates) {
+    const Guard* g = failedGuard(*candidate);
+    if (!g) {
+      program = candidate;
+      break;
+    }
+    failed = g;
+  }
+  if (!program) {
+    const std::string why = failed ? fmt::format("a guard failed: {} no longer holds", failed->what)
+                                   : recompileReason(lastSignature_, signature);
     lastSignature_ = signature;
-    if (static_cast<int>(programs_.size()) >= options_.cacheLimit) {
+    if (compiles_ >= options_.cacheLimit) {
       if (!warnedLimit_) {
         std::fprintf(stderr,
                      "kiln::compile: the cache limit of %d programs is reached and %s; this call and further calls "
-                     "with new signatures run eagerly (raise CompileOptions::cacheLimit, or keep that argument's "
+                     "that match no program run eagerly (raise CompileOptions::cacheLimit, or keep that argument's "
                      "type fixed)\n",
                      options_.cacheLimit, why.c_str());
         warnedLimit_ = true;
@@ -123,49 +154,67 @@ std::vector<Tensor> CompileEngine::call(const std::vector<Tensor>& inputs) {
     if (compiles_ > 0 && logs("recompiles"))
       std::fprintf(stderr, "kiln::compile: recompiling (program %d of at most %d): %s\n", compiles_ + 1,
                    options_.cacheLimit, why.c_str());
-    it = programs_.emplace(key, compileFor(inputs)).first;
+    // The new program runs now without testing its guards: they describe the
+    // state its trace saw, which the trace itself may have changed (it
+    // creates an optimizer's state, say).
+    program = compileFor(inputs);
+    candidates.push_back(program);
     compiles_++;
   }
   lastSignature_ = signature;
-  last_ = it->second;
-  const CompiledProgram& p = *it->second;
+  last_ = program;
+  return run(*program, inputs);
+}
+
+std::vector<Tensor> CompileEngine::run(const CompiledProgram& p, const std::vector<Tensor>& inputs) {
   // Note [Compiled arguments are contiguous]: a program is compiled for
   // contiguous inputs (its cache key is dtypes, shapes and devices only), so
   // a non-contiguous argument or capture is copied on entry, one copy kernel
   // each; a contiguous view is bound where it starts, without a copy.
   std::vector<Tensor> bound(p.exe.inputSlots.size());
   for (size_t i = 0; i < inputs.size(); ++i) bound[i] = inputs[i].contiguous();
-  // Random draws take the generator's seed and next offset, advancing it
-  // once per draw in trace order, as the eager function would (Note [Traced
-  // draws] in frontend/trace.h); the captures fill the other inputs, in order.
-  for (const TracedDraw& d : p.draws) {
-    Generator g = d.generator;
-    bound[static_cast<size_t>(d.seedInput)] =
-        fromVector(std::vector<int64_t>{static_cast<int64_t>(g.seed())}, Shape{}, d.device);
-    bound[static_cast<size_t>(d.offsetInput)] =
-        fromVector(std::vector<int64_t>{static_cast<int64_t>(g.advance())}, Shape{}, d.device);
+  // The other inputs are bound in input order, which is trace order: random
+  // draws advance their generator, per-call values run their host code
+  // (Note [Per-call values] in frontend/trace.h).
+  for (const InputBinding& b : p.bindings) {
+    std::vector<Tensor> values = b.bind();
+    for (size_t k = 0; k < b.inputs.size(); ++k) {
+      KILN_CHECK(values.at(k).defined(), "compile: {} is undefined at this call", b.what);
+      bound[static_cast<size_t>(b.inputs[k])] = values[k].contiguous();
+    }
   }
-  size_t capture = 0;
-  for (size_t i = inputs.size(); i < bound.size(); ++i)
-    if (!bound[i].defined()) bound[i] = p.captures.at(capture++).contiguous();
-  KILN_ASSERT(capture == p.captures.size(), "compile: {} captures for {} capture inputs", p.captures.size(), capture);
   std::vector<std::shared_ptr<runtime::Buffer>> buffers;
   std::vector<int64_t> offsets;
   for (const Tensor& t : bound) {
+    KILN_ASSERT(t.defined(), "compile: a program input is not bound");
     buffers.push_back(t.impl()->storage);
     offsets.push_back(t.storageOffset() * itemSize(t.dtype()));
   }
   auto outs = p.exe.run(buffers, offsets);
-  std::vector<Tensor> results;
+  buffers.clear();
+  std::vector<Tensor> values;
   for (size_t i = 0; i < outs.size(); ++i) {
     // A result that is an argument (or a capture) is that tensor, as in eager code.
     const auto slot = std::find(p.exe.inputSlots.begin(), p.exe.inputSlots.end(), p.exe.outputSlots[i]);
     if (slot != p.exe.inputSlots.end())
-      results.push_back(bound[static_cast<size_t>(slot - p.exe.inputSlots.begin())]);
+      values.push_back(bound[static_cast<size_t>(slot - p.exe.inputSlots.begin())]);
     else
-      results.push_back(contiguousTensor(p.outputTypes[i], std::move(outs[i])));
+      values.push_back(contiguousTensor(p.outputTypes[i], std::move(outs[i])));
   }
-  return results;
+  outs.clear();
+  bound.clear();
+  // Writes into eager state, after every kernel ran (Note [Writes into eager state]).
+  // Each write has an output of its own (TraceState::finish), so its value
+  // can be moved out: storeInto may then take its storage.
+  for (const TraceWrite& w : p.writes) {
+    Tensor value = w.output < 0 ? Tensor() : std::move(values[static_cast<size_t>(w.output)]);
+    if (w.kind == TraceWrite::Kind::grad)
+      w.target.setGrad(value);
+    else
+      storeInto(w.target, std::move(value));
+  }
+  values.resize(static_cast<size_t>(p.numResults));
+  return values;
 }
 
 std::string CompileEngine::lastGraph() const { return last_ ? last_->graphText : std::string(); }

@@ -45,24 +45,45 @@ struct CompileOptions {
   int cacheLimit = 8;
 };
 
-/// A random draw the trace read from a generator (kiln::dropout): two graph
-/// inputs, 0-d i64, that each call of the compiled program binds to the
-/// generator's seed and to the offset of its next draw, advancing it as the
-/// eager op would (Note [Traced draws] in frontend/trace.h).
-struct TracedDraw {
-  Generator generator;  ///< shares the state of the generator the traced code drew from
-  Device device;        ///< of the two inputs
-  int seedInput = -1;   ///< graph input index
-  int offsetInput = -1;
+/// How a compiled program binds graph inputs after the arguments at every
+/// call (Note [Per-call values] in frontend/trace.h): an eager tensor the
+/// trace captured (its current storage), the .grad of a leaf (whatever it
+/// is at the call), or numbers host code computes per call (a random draw's
+/// seed and offset, an optimizer's bias corrections).
+struct InputBinding {
+  enum class Kind { capture, grad, perCall };
+  Kind kind = Kind::capture;
+  std::vector<int> inputs;  ///< the graph inputs it binds, in order
+  std::string what;         ///< what they are, for messages
+  /// The tensors to bind, one per input; run once per call, in input order.
+  std::function<std::vector<Tensor>()> bind;
 };
 
-/// A traced graph and what its inputs after the arguments stand for: eager
-/// tensors it captured (in input order) and random draws (in trace order);
-/// each such input is one or the other.
+/// A write into eager state that each call makes after its kernels ran
+/// (Note [Writes into eager state] in frontend/trace.h).
+struct TraceWrite {
+  enum class Kind { elements, grad };
+  Kind kind = Kind::elements;
+  Tensor target;    ///< the tensor written in place, or the leaf whose .grad is assigned
+  int output = -1;  ///< graph output holding the new value; -1: the .grad is cleared
+};
+
+/// A condition on host state the trace depended on (Note [Guards] in
+/// frontend/trace.h); a program runs only while all its guards hold.
+struct Guard {
+  std::string what;  ///< the condition, for KILN_LOG=recompiles
+  std::function<bool()> holds;
+};
+
+/// A traced graph: its first `numResults` outputs are the function's
+/// results, the others the new values of the writes; its inputs after the
+/// arguments are bound by `bindings`.
 struct Trace {
   std::unique_ptr<ir::Graph> graph;
-  std::vector<Tensor> captures;
-  std::vector<TracedDraw> draws;
+  int numResults = 0;
+  std::vector<InputBinding> bindings;
+  std::vector<TraceWrite> writes;
+  std::vector<Guard> guards;
 };
 
 namespace detail {
@@ -93,10 +114,12 @@ class CompileEngine {
 
  private:
   std::shared_ptr<CompiledProgram> compileFor(const std::vector<Tensor>& inputs);
+  std::vector<Tensor> run(const CompiledProgram& program, const std::vector<Tensor>& inputs);
 
   TraceFn fn_;
   CompileOptions options_;
-  std::map<std::string, std::shared_ptr<CompiledProgram>> programs_;
+  /// Per argument signature, the programs traced for it (each valid while its guards hold).
+  std::map<std::string, std::vector<std::shared_ptr<CompiledProgram>>> programs_;
   std::shared_ptr<CompiledProgram> last_;
   std::vector<std::string> lastSignature_;  ///< per argument, of the most recent call
   int compiles_ = 0;

@@ -4,7 +4,7 @@
 #include "frontend/dropout.h"
 
 #include "frontend/dispatch.h"
-#include "frontend/trace.h"
+#include "frontend/per_call.h"
 #include "runtime/error.h"
 
 namespace kiln {
@@ -15,13 +15,18 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
   KILN_CHECK(isFloatingPoint(x.dtype()), "dropout: expected a floating-point dtype (f32, f64, f16, bf16), got {}",
              x.str());
   if (!training || p == 0.0) return x;
-  Tensor seed, offset;
-  if (detail::TraceState* trace = detail::TraceState::current()) {
-    std::tie(seed, offset) = trace->draw(generator, x.device());
-  } else {
-    seed = fromVector(std::vector<int64_t>{static_cast<int64_t>(generator.seed())}, Shape{}, x.device());
-    offset = fromVector(std::vector<int64_t>{static_cast<int64_t>(generator.advance())}, Shape{}, x.device());
-  }
+  // The draw's seed and offset are per-call values, so that a compiled
+  // program draws afresh at every call (Note [Traced draws] in frontend/trace.h).
+  const ir::TensorType i64{DType::i64, {}, x.device()};
+  const std::vector<Tensor> draw =
+      detail::perCall({{"seed", i64}, {"offset", i64}}, [generator, device = x.device()]() mutable {
+        const auto seed = static_cast<int64_t>(generator.seed());
+        const auto offset = static_cast<int64_t>(generator.advance());
+        return std::vector<Tensor>{fromVector(std::vector<int64_t>{seed}, Shape{}, device),
+                                   fromVector(std::vector<int64_t>{offset}, Shape{}, device)};
+      });
+  const Tensor& seed = draw[0];
+  const Tensor& offset = draw[1];
   return detail::dispatch(ir::Op::dropout, {x, seed, offset}, {{"p", p}});
 }
 

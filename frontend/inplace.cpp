@@ -20,6 +20,7 @@
 
 #include "frontend/autograd/grad_mode.h"
 #include "frontend/autograd/node.h"
+#include "frontend/inplace.h"
 #include "frontend/ops.h"
 #include "frontend/tensor.h"
 #include "frontend/trace.h"
@@ -65,6 +66,27 @@ void writeElements(const Tensor& dst, const Tensor& src) {
   }
 }
 
+}  // namespace
+
+void detail::storeInto(const Tensor& target, Tensor&& value) {
+  TensorImpl* impl = target.impl();
+  if (value.impl()->storage != impl->storage) {
+    if (!value.isContiguous()) value = value.contiguous();
+    const bool privateTarget = !impl->isView && impl->storage.use_count() == 1 && impl->offset == 0 &&
+                               target.isContiguous() && impl->version.use_count() == 1;
+    const bool privateValue = value.implPtr().use_count() == 1 && value.impl()->storage.use_count() == 1 &&
+                              value.storageOffset() == 0 &&
+                              value.impl()->storage->bytes() == impl->storage->bytes();
+    if (privateTarget && privateValue)
+      impl->storage = value.impl()->storage;
+    else
+      writeElements(target, value);
+  }
+  ++*impl->version;
+}
+
+namespace {
+
 const Tensor& writeInPlace(const Tensor& self, const char* name, Tensor result) {
   KILN_CHECK(result.shape() == self.shape(),
              "{}: the result {} does not fit {} (an in-place op does not broadcast the tensor it writes)", name,
@@ -84,6 +106,9 @@ const Tensor& writeInPlace(const Tensor& self, const char* name, Tensor result) 
                name, self.str());
   }
   if (result.dtype() != self.dtype()) result = result.to(self.dtype());
+  // What the result's history is, read before storeInto may take it.
+  const std::shared_ptr<autograd::Meta> resultMeta = result.impl()->autograd;
+  const bool resultRequiresGrad = result.requiresGrad();
   if (impl->traced) {
     KILN_CHECK(!impl->isView,
                "{}: in-place ops on a view are not supported while tracing (kiln::compile); {} is a view", name,
@@ -92,23 +117,21 @@ const Tensor& writeInPlace(const Tensor& self, const char* name, Tensor result) 
     impl->traced = result.impl()->traced;
     impl->strides = result.strides();
     impl->offset = result.storageOffset();
+    ++*impl->version;
+  } else if (detail::TraceState* trace = detail::TraceState::current(); trace && result.isTraced()) {
+    // An eager tensor updated by traced code (an optimizer's step inside
+    // kiln::compile): the trace records the new value and the program
+    // writes it back after each call (Note [Writes into eager state]).
+    trace->writeEager(self, result, name);
+    ++*impl->version;
   } else {
     KILN_CHECK(!result.isTraced(),
                "{}: cannot write a value computed while tracing into {}, which lives outside the trace", name,
                self.str());
-    if (!result.isContiguous()) result = result.contiguous();
-    const bool privateSelf = !impl->isView && impl->storage.use_count() == 1 && impl->offset == 0 &&
-                             self.isContiguous() && impl->version.use_count() == 1;
-    const bool privateResult = result.impl()->storage.use_count() == 1 && result.storageOffset() == 0 &&
-                               result.impl()->storage->bytes() == impl->storage->bytes();
-    if (privateSelf && privateResult)
-      impl->storage = result.impl()->storage;
-    else
-      writeElements(self, result);
+    detail::storeInto(self, std::move(result));
   }
-  ++*impl->version;
-  if (isGradEnabled() || result.requiresGrad()) {
-    autograd::Meta* rm = result.impl()->autograd.get();
+  if (isGradEnabled() || resultRequiresGrad) {
+    autograd::Meta* rm = resultMeta.get();
     if (rm && rm->gradFn) {
       autograd::Meta& meta = autograd::metaOf(self);
       meta.gradFn = rm->gradFn;

@@ -54,11 +54,13 @@ class AccumulateGrad final : public Node {
     const Tensor& g = gradOutputs.at(0);
     if (!g.defined()) return {};
     Tensor leaf(leaf_);
-    Meta& meta = metaOf(leaf);
     // A gradient may be an expanded view (sum's backward): store it
     // contiguous, as a tensor of its own that optimizers can update.
     Tensor add = !g.isContiguous() ? g.contiguous() : g.impl()->isView ? g.clone() : g;
-    meta.grad = meta.grad.defined() ? shallowCopy(meta.grad + add) : shallowCopy(add);
+    // Through grad() and setGrad(), which a trace intercepts for eager
+    // leaves (Note [Writes into eager state] in frontend/trace.h).
+    const Tensor before = leaf.grad();
+    leaf.setGrad(before.defined() ? shallowCopy(before + add) : shallowCopy(add));
     return {};
   }
 

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "frontend/autograd/node.h"
+#include "frontend/trace.h"
 #include "frontend/tensor.h"
 #include "runtime/error.h"
 
@@ -32,6 +33,9 @@ const Tensor& Tensor::setRequiresGrad(bool requiresGrad) const {
 
 Tensor Tensor::grad() const {
   KILN_CHECK(impl_, "grad: use of an undefined tensor");
+  // Inside kiln::compile the gradient of an eager leaf is what the trace
+  // sees (Note [Writes into eager state] in frontend/trace.h).
+  if (detail::TraceState* trace = detail::TraceState::current(); trace && !isTraced()) return trace->gradOf(*this);
   const autograd::Meta* meta = impl()->autograd.get();
   return meta ? meta->grad : Tensor();
 }
@@ -40,6 +44,12 @@ void Tensor::setGrad(const Tensor& grad) const {
   KILN_CHECK(impl_, "setGrad: use of an undefined tensor");
   KILN_CHECK(!grad.defined() || (grad.shape() == shape() && grad.dtype() == dtype() && grad.device() == device()),
              "setGrad: a gradient {} does not match tensor {}", grad.str(), str());
+  if (detail::TraceState* trace = detail::TraceState::current(); trace && !isTraced()) {
+    trace->setGradOf(*this, grad);
+    return;
+  }
+  KILN_CHECK(isTraced() || !grad.isTraced(), "setGrad: the gradient {} was produced while tracing and has no value here",
+             grad.str());
   if (!grad.defined() && !impl()->autograd) return;
   autograd::metaOf(*this).grad = grad;
 }

@@ -4,10 +4,13 @@
 // multiply-adds (docs/nn.md).
 #include "frontend/optim/adam.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 
 #include "frontend/autograd/grad_mode.h"
 #include "frontend/ops.h"
+#include "frontend/per_call.h"
 #include "runtime/error.h"
 
 namespace kiln::optim {
@@ -57,37 +60,55 @@ AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options)
 void Adam::step() {
   NoGradGuard noGrad;
   const double beta1 = options_.beta1, beta2 = options_.beta2, eps = options_.eps;
-  for (const ParamGroup& group : paramGroups()) {
-    const double lr = *group.lr, weightDecay = *group.weightDecay;
-    for (const Tensor& param : group.params) {
+  for (size_t gi = 0; gi < paramGroups().size(); ++gi) {
+    const bool decay = *paramGroups()[gi].weightDecay != 0;
+    // Inside kiln::compile the update's shape depends on this (Note [Guards]).
+    kiln::detail::guardHost(fmt::format("{} group {} has {} weight decay", name_, gi, decay ? "a nonzero" : "no"),
+                      [this, gi, decay] { return (*paramGroups()[gi].weightDecay != 0) == decay; });
+    for (const Tensor& param : paramGroups()[gi].params) {
       Tensor grad = param.grad();
       if (!grad.defined()) continue;
       AdamParamState& s = state_[param.impl()];
-      if (s.step == 0) {
+      if (!s.expAvg.defined()) {
+        kiln::detail::EagerScope eager;  // state outlives a trace of this step
         s.expAvg = zeros(param.shape(), param.dtype(), param.device());
         s.expAvgSq = zeros(param.shape(), param.dtype(), param.device());
         if (options_.amsgrad) s.maxExpAvgSq = zeros(param.shape(), param.dtype(), param.device());
       }
-      const int64_t step = ++s.step;
-      if (weightDecay != 0) {
+      // What PyTorch computes as Python floats from the step count and the
+      // group's lr, computed on the host at every step, also when the step
+      // is compiled (Note [Per-call values]): the weight-decay factor,
+      // -stepSize and sqrt(biasCorrection2), as scalars of param's dtype.
+      const ir::TensorType scalar{param.dtype(), {}, param.device()};
+      const std::vector<Tensor> k = kiln::detail::perCall(
+          {{"adam_decay", scalar}, {"adam_neg_step_size", scalar}, {"adam_bias_correction2_sqrt", scalar}},
+          [this, gi, &s, scalar, beta1, beta2] {
+            const double lr = *paramGroups()[gi].lr, weightDecay = *paramGroups()[gi].weightDecay;
+            const int64_t step = ++s.step;
+            const double biasCorrection1 = 1 - std::pow(beta1, static_cast<double>(step));
+            const double biasCorrection2 = 1 - std::pow(beta2, static_cast<double>(step));
+            const double stepSize = lr / biasCorrection1;
+            const double biasCorrection2Sqrt = std::pow(biasCorrection2, 0.5);  // Python's ** 0.5
+            const double decayFactor = decoupledWeightDecay_ ? 1 - lr * weightDecay : weightDecay;
+            return std::vector<Tensor>{kiln::detail::scalarOf(decayFactor, scalar.dtype, scalar.device),
+                                       kiln::detail::scalarOf(-stepSize, scalar.dtype, scalar.device),
+                                       kiln::detail::scalarOf(biasCorrection2Sqrt, scalar.dtype, scalar.device)};
+          });
+      if (decay) {
         if (decoupledWeightDecay_)
-          param.mul_(1 - lr * weightDecay);
+          param.mul_(k[0]);  // p *= 1 - lr * weight_decay
         else
-          grad = add(grad, mul(param, weightDecay));  // grad.add(param, alpha=weight_decay)
+          grad = add(grad, mul(param, k[0]));  // grad.add(param, alpha=weight_decay)
       }
       s.expAvg.copy_(lerp(s.expAvg, grad, 1 - beta1));
       s.expAvgSq.mul_(beta2).add_(mul(mul(grad, 1 - beta2), grad));  // addcmul_(grad, grad, value=1 - beta2)
-      const double biasCorrection1 = 1 - std::pow(beta1, static_cast<double>(step));
-      const double biasCorrection2 = 1 - std::pow(beta2, static_cast<double>(step));
-      const double stepSize = lr / biasCorrection1;
-      const double biasCorrection2Sqrt = std::pow(biasCorrection2, 0.5);  // Python's ** 0.5
       Tensor v = s.expAvgSq;
       if (options_.amsgrad) {
         s.maxExpAvgSq.copy_(maximum(s.maxExpAvgSq, s.expAvgSq));
         v = s.maxExpAvgSq;
       }
-      Tensor denom = add(div(sqrt(v), biasCorrection2Sqrt), eps);
-      param.add_(div(mul(s.expAvg, -stepSize), denom));  // addcdiv_(exp_avg, denom, value=-step_size)
+      Tensor denom = add(div(sqrt(v), k[2]), eps);
+      param.add_(div(mul(s.expAvg, k[1]), denom));  // addcdiv_(exp_avg, denom, value=-step_size)
     }
   }
 }

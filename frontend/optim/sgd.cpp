@@ -3,10 +3,13 @@
 // (up to PyTorch's fused multiply-adds, docs/nn.md).
 #include "frontend/optim/sgd.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 
 #include "frontend/autograd/grad_mode.h"
 #include "frontend/ops.h"
+#include "frontend/per_call.h"
 #include "runtime/error.h"
 
 namespace kiln::optim {
@@ -37,22 +40,45 @@ SGD::SGD(std::vector<ParamGroup> groups, SGDOptions options)
 void SGD::step() {
   NoGradGuard noGrad;
   const double momentum = options_.momentum;
-  for (const ParamGroup& group : paramGroups()) {
-    const double lr = *group.lr, weightDecay = *group.weightDecay;
-    for (const Tensor& param : group.params) {
+  for (size_t gi = 0; gi < paramGroups().size(); ++gi) {
+    const bool decay = *paramGroups()[gi].weightDecay != 0;
+    // Inside kiln::compile the update's shape depends on this (Note [Guards]).
+    kiln::detail::guardHost(fmt::format("SGD group {} has {} weight decay", gi, decay ? "a nonzero" : "no"),
+                      [this, gi, decay] { return (*paramGroups()[gi].weightDecay != 0) == decay; });
+    for (const Tensor& param : paramGroups()[gi].params) {
       Tensor grad = param.grad();
       if (!grad.defined()) continue;
-      if (weightDecay != 0) grad = add(grad, mul(param, weightDecay));  // grad.add(param, alpha=weight_decay)
+      // -lr and the weight decay, read at every step, also when the step is
+      // compiled, so that a scheduler's lr takes effect (Note [Per-call values]).
+      const ir::TensorType scalar{param.dtype(), {}, param.device()};
+      const std::vector<Tensor> k =
+          kiln::detail::perCall({{"sgd_neg_lr", scalar}, {"sgd_weight_decay", scalar}}, [this, gi, scalar] {
+            return std::vector<Tensor>{
+                kiln::detail::scalarOf(-*paramGroups()[gi].lr, scalar.dtype, scalar.device),
+                kiln::detail::scalarOf(*paramGroups()[gi].weightDecay, scalar.dtype, scalar.device)};
+          });
+      if (decay) grad = add(grad, mul(param, k[1]));  // grad.add(param, alpha=weight_decay)
       if (momentum != 0) {
         Tensor& buf = momentumBuffers_[param.impl()];
-        if (!buf.defined()) {
-          buf = grad.clone();
+        const bool first = !buf.defined();
+        kiln::detail::guardHost(
+            fmt::format("the SGD momentum buffer of {} is {}", param.str(), first ? "not made yet" : "made"),
+            [this, impl = param.impl(), first] {
+              auto it = momentumBuffers_.find(impl);
+              return (it != momentumBuffers_.end() && it->second.defined()) != first;
+            });
+        if (first) {
+          {
+            kiln::detail::EagerScope eager;  // state outlives a trace of this step
+            buf = zeros(grad.shape(), grad.dtype(), grad.device());
+          }
+          buf.copy_(grad);  // torch.clone(grad)
         } else {
           buf.mul_(momentum).add_(grad, 1 - options_.dampening);
         }
         grad = options_.nesterov ? add(grad, mul(buf, momentum)) : buf;
       }
-      param.add_(grad, -lr);
+      param.add_(mul(grad, k[0]));  // p.add_(grad, alpha=-lr)
     }
   }
 }

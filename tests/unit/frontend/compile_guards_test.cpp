@@ -35,7 +35,7 @@ TEST(CompileGuards, PastTheCacheLimitCallsRunEagerlyWithOneWarning) {
   EXPECT_EQ(f.numEagerFallbacks(), 2);
   EXPECT_EQ(err,
             "kiln::compile: the cache limit of 2 programs is reached and argument 0 changed from f32[6]@cpu to "
-            "f32[8]@cpu; this call and further calls with new signatures run eagerly (raise "
+            "f32[8]@cpu; this call and further calls that match no program run eagerly (raise "
             "CompileOptions::cacheLimit, or keep that argument's type fixed)\n");
   // Signatures compiled before the limit still run their programs.
   f(arange(-2.0, 2.0));
@@ -53,6 +53,37 @@ TEST(CompileGuards, LogRecompilesSaysWhy) {
   EXPECT_EQ(err,
             "kiln::compile: recompiling (program 2 of at most 8): argument 1 changed from f32[2]@cpu to "
             "f64[2]@cpu\n");
+}
+
+TEST(CompileGuards, AFailedGuardOnHostStateRecompilesAndSaysWhich) {
+  // The traced function reads a leaf's gradient: the program depends on it
+  // being undefined, as when traced; once it exists, a second program.
+  const Tensor w = fromVector({1, 2, 3}).setRequiresGrad();
+  auto f = compile([&](const Tensor& x) {
+    const Tensor g = w.grad();
+    return g.defined() ? x + g : x * 2.0f;
+  });
+  const Tensor x = fromVector({1, 1, 1});
+  EXPECT_EQ(f(x).toVector(), (std::vector<float>{2, 2, 2}));
+  EXPECT_EQ(f(x).toVector(), (std::vector<float>{2, 2, 2}));
+  EXPECT_EQ(f.numCompiles(), 1);
+  w.setGrad(fromVector({10, 20, 30}));
+  ::setenv("KILN_LOG", "recompiles", 1);
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(f(x).toVector(), (std::vector<float>{11, 21, 31}));
+  const std::string err = testing::internal::GetCapturedStderr();
+  ::unsetenv("KILN_LOG");
+  EXPECT_EQ(f.numCompiles(), 2);
+  EXPECT_EQ(err,
+            "kiln::compile: recompiling (program 2 of at most 8): a guard failed: the gradient of f32[3]@cpu "
+            "is undefined no longer holds\n");
+  // The gradient is read at each call, not frozen at trace time.
+  w.setGrad(fromVector({5, 5, 5}));
+  EXPECT_EQ(f(x).toVector(), (std::vector<float>{6, 6, 6}));
+  // And the first program is valid again once it is cleared.
+  w.setGrad({});
+  EXPECT_EQ(f(x).toVector(), (std::vector<float>{2, 2, 2}));
+  EXPECT_EQ(f.numCompiles(), 2);
 }
 
 }  // namespace

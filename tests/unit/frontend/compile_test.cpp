@@ -73,7 +73,8 @@ TEST(Compile, TraceBuildsTheGraphWithoutRunning) {
   EXPECT_EQ(tr.graph->name(), "sig");
   EXPECT_EQ(tr.graph->numInputs(), 1);
   EXPECT_EQ(tr.graph->numNodes(), 3);  // sigmoid, constant, mul
-  EXPECT_TRUE(tr.captures.empty());
+  EXPECT_TRUE(tr.bindings.empty());  // nothing captured
+  EXPECT_TRUE(tr.writes.empty());
 }
 
 TEST(CompileErrors, AFunctionThatReturnsNothing) {

@@ -210,11 +210,17 @@ TEST(Dropout, TracingDrawsNothing) {
   Generator gen(4);
   Trace tr = trace([&](const Tensor& t) { return dropout(t, 0.5, true, gen); }, {{DType::f32, {8}, Device::cpu()}});
   EXPECT_EQ(gen.offset(), 0u);
-  ASSERT_EQ(tr.draws.size(), 1u);
-  EXPECT_TRUE(tr.draws[0].generator.sameState(gen));
-  EXPECT_EQ(tr.draws[0].seedInput, 1);
-  EXPECT_EQ(tr.draws[0].offsetInput, 2);
-  EXPECT_TRUE(tr.captures.empty());
+  // One per-call binding, of inputs 1 and 2 (the seed and the offset), that
+  // reads the generator's state when a call binds it, and advances it.
+  ASSERT_EQ(tr.bindings.size(), 1u);
+  EXPECT_EQ(tr.bindings[0].kind, InputBinding::Kind::perCall);
+  EXPECT_EQ(tr.bindings[0].inputs, (std::vector<int>{1, 2}));
+  gen.manualSeed(77);
+  gen.setOffset(5);
+  const std::vector<Tensor> bound = tr.bindings[0].bind();
+  EXPECT_EQ(bound.at(0).toVector<int64_t>(), (std::vector<int64_t>{77}));
+  EXPECT_EQ(bound.at(1).toVector<int64_t>(), (std::vector<int64_t>{5}));
+  EXPECT_EQ(gen.offset(), 6u);
 }
 
 TEST(Dropout, BackwardIsDropoutOfTheGradientWithTheSameMask) {

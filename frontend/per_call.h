@@ -1,0 +1,53 @@
+// Host code that stays correct under kiln::compile: numbers computed from
+// host state at every call, guards on host state, and state made eagerly
+// inside a trace. Eagerly, each does the obvious thing at once. Internal to
+// the frontend (dropout, the optimizers), for code whose host-side state
+// changes between calls (Note [Per-call values], Note [Guards] in
+// frontend/trace.h).
+//
+//   // Adam's bias corrections: at every call, from the step count.
+//   std::vector<Tensor> k = detail::perCall({{"adam_step", {DType::f32, {}, dev}}},
+//       [&state] { ++state.step; return std::vector<Tensor>{scalar(...)}; });
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "frontend/tensor.h"
+#include "frontend/trace.h"
+
+namespace kiln::detail {
+
+struct PerCallInput {
+  std::string name;  ///< of the graph input (numbered per trace: name0, name1, ...)
+  ir::TensorType type;
+};
+
+/// The tensors `compute` returns, one per entry of `inputs` and of its type.
+/// Eagerly `compute` runs now; inside kiln::compile they are graph inputs
+/// and `compute` runs at every call of the program, in trace order, and not
+/// while tracing.
+std::vector<Tensor> perCall(const std::vector<PerCallInput>& inputs, std::function<std::vector<Tensor>()> compute);
+
+/// Inside kiln::compile, makes the program depend on `holds()` staying
+/// true (it is true now): a call where it is false traces again. Eagerly,
+/// nothing.
+void guardHost(std::string what, std::function<bool()> holds);
+
+/// While alive, ops run eagerly even inside kiln::compile: for tensors that
+/// must outlive the trace (an optimizer's state, made at its first step).
+/// Traced tensors cannot be used in the scope.
+class EagerScope {
+ public:
+  EagerScope() : guard_(nullptr) {}
+
+ private:
+  TraceGuard guard_;
+};
+
+/// A 0-d tensor of `value` as `dtype` (converted as a scalar operand of an
+/// op would be).
+Tensor scalarOf(double value, DType dtype, Device device);
+
+}  // namespace kiln::detail

@@ -1,0 +1,296 @@
+// Compiled training steps: kiln::compile of a function that runs forward,
+// backward() and optimizer.step() (frontend/trace.h, Note [Writes into eager
+// state]) must leave parameters, optimizer state and gradients equal, bit
+// for bit, to the same steps run eagerly.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "frontend/kiln.h"
+#include "runtime/executable.h"
+
+namespace kiln {
+namespace {
+
+/// The MLP of examples/train_digits.cpp, small; made from `seed`, with a
+/// dropout drawing from its own generator seeded with `dropoutSeed`.
+nn::Sequential makeModel(uint64_t seed, uint64_t dropoutSeed = 7) {
+  manualSeed(seed);
+  return nn::Sequential(nn::Linear(12, 24), nn::ReLU(), nn::Dropout(0.25, Generator(dropoutSeed)),
+                        nn::LayerNorm(std::vector<int64_t>{24}), nn::Linear(24, 5));
+}
+
+struct Batch {
+  Tensor x, y;
+};
+
+Batch batch(int i) {
+  Generator g(100 + i);
+  Tensor x = randn({16, 12}, g);
+  std::vector<int64_t> labels;
+  for (int k = 0; k < 16; ++k) labels.push_back((k * 7 + i) % 5);
+  return {x, fromVector(labels, Shape{16})};
+}
+
+/// Whether two tensors have the same type and the same bits.
+::testing::AssertionResult sameBits(const Tensor& a, const Tensor& b, const std::string& what) {
+  if (a.defined() != b.defined()) return ::testing::AssertionFailure() << what << ": one is undefined";
+  if (!a.defined()) return ::testing::AssertionSuccess();
+  if (a.type() != b.type()) return ::testing::AssertionFailure() << what << ": " << a.str() << " vs " << b.str();
+  const std::vector<float> x = a.to(DType::f32).toVector(), y = b.to(DType::f32).toVector();
+  for (size_t i = 0; i < x.size(); ++i)
+    if (std::memcmp(&x[i], &y[i], sizeof(float)) != 0)
+      return ::testing::AssertionFailure() << what << ": element " << i << " is " << x[i] << " vs " << y[i];
+  return ::testing::AssertionSuccess();
+}
+
+void expectSameParameters(nn::Sequential& a, nn::Sequential& b, const std::string& when) {
+  const auto pa = a->namedParameters(), pb = b->namedParameters();
+  ASSERT_EQ(pa.keys(), pb.keys());
+  for (const std::string& name : pa.keys()) {
+    EXPECT_TRUE(sameBits(pa[name], pb[name], when + " " + name));
+    EXPECT_TRUE(sameBits(pa[name].grad(), pb[name].grad(), when + " grad of " + name));
+  }
+}
+
+TEST(TrainStep, CompiledAdamWStepsEqualEagerSteps) {
+  nn::Sequential eager = makeModel(1), compiled = makeModel(1);
+  optim::AdamW eagerOpt(eager->parameters(), {.lr = 1e-2}), compiledOpt(compiled->parameters(), {.lr = 1e-2});
+  auto step = compile([&](const Tensor& x, const Tensor& y) {
+    compiledOpt.zeroGrad();
+    Tensor loss = crossEntropy(compiled->forward(x), y);
+    loss.backward();
+    compiledOpt.step();
+    return loss;
+  });
+  for (int i = 0; i < 6; ++i) {
+    const Batch b = batch(i);
+    eagerOpt.zeroGrad();
+    Tensor eagerLoss = crossEntropy(eager->forward(b.x), b.y);
+    eagerLoss.backward();
+    eagerOpt.step();
+    Tensor compiledLoss = step(b.x, b.y);
+    EXPECT_TRUE(sameBits(eagerLoss, compiledLoss, "loss at step " + std::to_string(i)));
+    expectSameParameters(eager, compiled, "after step " + std::to_string(i));
+  }
+  // One program: the step count and bias corrections are per-call values,
+  // the gradients are assigned before they are read (no guard on them).
+  EXPECT_EQ(step.numCompiles(), 1);
+  // The optimizer's state is the eager optimizer's.
+  for (size_t i = 0; i < eager->parameters().size(); ++i) {
+    const optim::AdamParamState* se = eagerOpt.state(eager->parameters()[i]);
+    const optim::AdamParamState* sc = compiledOpt.state(compiled->parameters()[i]);
+    ASSERT_TRUE(se && sc);
+    EXPECT_EQ(se->step, 6);
+    EXPECT_EQ(sc->step, 6);
+    EXPECT_TRUE(sameBits(se->expAvg, sc->expAvg, "exp_avg"));
+    EXPECT_TRUE(sameBits(se->expAvgSq, sc->expAvgSq, "exp_avg_sq"));
+  }
+}
+
+TEST(TrainStep, TheWholeStepIsFewKernels) {
+  nn::Sequential model = makeModel(2);
+  optim::AdamW opt(model->parameters(), {.lr = 1e-3});
+  auto step = compile([&](const Tensor& x, const Tensor& y) {
+    opt.zeroGrad();
+    Tensor loss = crossEntropy(model->forward(x), y);
+    loss.backward();
+    opt.step();
+    return loss;
+  });
+  const Batch b = batch(0);
+  step(b.x, b.y);
+  // Eagerly the step dispatches about 10 kernels per parameter in the
+  // optimizer alone; compiled, each parameter's update is one fused kernel
+  // (with its moments), next to forward and backward.
+  const int64_t before = runtime::kernelLaunchCount();
+  step(b.x, b.y);
+  const int64_t compiledKernels = runtime::kernelLaunchCount() - before;
+  const int64_t eagerBefore = runtime::kernelLaunchCount();
+  opt.zeroGrad();
+  Tensor loss = crossEntropy(model->forward(b.x), b.y);
+  loss.backward();
+  opt.step();
+  const int64_t eagerKernels = runtime::kernelLaunchCount() - eagerBefore;
+  EXPECT_EQ(compiledKernels, step.lastNumKernels());
+  EXPECT_LT(compiledKernels * 3, eagerKernels) << step.lastGraph();
+}
+
+TEST(TrainStep, SgdMomentumRetracesOnceAfterItsFirstStep) {
+  nn::Sequential eager = makeModel(3), compiled = makeModel(3);
+  const optim::SGDOptions options{.lr = 0.05, .momentum = 0.9, .weightDecay = 1e-3, .nesterov = true};
+  optim::SGD eagerOpt(eager->parameters(), options), compiledOpt(compiled->parameters(), options);
+  auto step = compile([&](const Tensor& x, const Tensor& y) {
+    compiledOpt.zeroGrad();
+    Tensor loss = crossEntropy(compiled->forward(x), y);
+    loss.backward();
+    compiledOpt.step();
+    return loss;
+  });
+  for (int i = 0; i < 4; ++i) {
+    const Batch b = batch(i);
+    eagerOpt.zeroGrad();
+    crossEntropy(eager->forward(b.x), b.y).backward();
+    eagerOpt.step();
+    step(b.x, b.y);
+    expectSameParameters(eager, compiled, "after step " + std::to_string(i));
+    for (const Tensor& p : compiled->parameters()) EXPECT_TRUE(compiledOpt.momentumBuffer(p).defined());
+  }
+  // The first step copies the gradient into a new momentum buffer, later
+  // steps update it: a guard on the buffer's existence, one retrace.
+  EXPECT_EQ(step.numCompiles(), 2);
+}
+
+TEST(TrainStep, ASchedulersLearningRateTakesEffectWithoutRecompiling) {
+  nn::Sequential eager = makeModel(4), compiled = makeModel(4);
+  optim::Adam eagerOpt(eager->parameters(), {.lr = 1e-2, .weightDecay = 1e-2});
+  optim::Adam compiledOpt(compiled->parameters(), {.lr = 1e-2, .weightDecay = 1e-2});
+  optim::StepLR eagerSched(eagerOpt, 1, 0.5), compiledSched(compiledOpt, 1, 0.5);
+  auto step = compile([&](const Tensor& x, const Tensor& y) {
+    compiledOpt.zeroGrad();
+    Tensor loss = crossEntropy(compiled->forward(x), y);
+    loss.backward();
+    compiledOpt.step();
+    return loss;
+  });
+  for (int i = 0; i < 4; ++i) {
+    const Batch b = batch(i);
+    eagerOpt.zeroGrad();
+    crossEntropy(eager->forward(b.x), b.y).backward();
+    eagerOpt.step();
+    eagerSched.step();
+    step(b.x, b.y);
+    compiledSched.step();
+    expectSameParameters(eager, compiled, "after step " + std::to_string(i));
+  }
+  EXPECT_EQ(step.numCompiles(), 1);
+}
+
+TEST(TrainStep, GradientsAccumulateAcrossCallsWithOneGuardedRetrace) {
+  // No zeroGrad in the step: backward adds into the gradients the previous
+  // call left, which the program reads (guarded on their existence).
+  nn::Sequential eager = makeModel(5), compiled = makeModel(5);
+  auto step = compile([&](const Tensor& x, const Tensor& y) {
+    Tensor loss = crossEntropy(compiled->forward(x), y);
+    loss.backward();
+    return loss;
+  });
+  for (int i = 0; i < 3; ++i) {
+    const Batch b = batch(i);
+    crossEntropy(eager->forward(b.x), b.y).backward();
+    step(b.x, b.y);
+    expectSameParameters(eager, compiled, "after call " + std::to_string(i));
+  }
+  EXPECT_EQ(step.numCompiles(), 2);  // gradients undefined, then defined
+  // Clearing them outside makes the first program valid again.
+  compiled->zeroGrad();
+  eager->zeroGrad();
+  const Batch b = batch(9);
+  crossEntropy(eager->forward(b.x), b.y).backward();
+  step(b.x, b.y);
+  expectSameParameters(eager, compiled, "after clearing");
+  EXPECT_EQ(step.numCompiles(), 2);
+}
+
+TEST(TrainStep, ACompiledForwardAndBackwardFeedsAnEagerOptimizer) {
+  nn::Sequential eager = makeModel(6), compiled = makeModel(6);
+  optim::SGD eagerOpt(eager->parameters(), {.lr = 0.1}), compiledOpt(compiled->parameters(), {.lr = 0.1});
+  auto grads = compile([&](const Tensor& x, const Tensor& y) {
+    compiledOpt.zeroGrad();
+    Tensor loss = crossEntropy(compiled->forward(x), y);
+    loss.backward();
+    return loss;
+  });
+  for (int i = 0; i < 3; ++i) {
+    const Batch b = batch(i);
+    eagerOpt.zeroGrad();
+    crossEntropy(eager->forward(b.x), b.y).backward();
+    eagerOpt.step();
+    grads(b.x, b.y);
+    for (const Tensor& p : compiled->parameters()) ASSERT_FALSE(p.grad().isTraced());
+    compiledOpt.step();
+    expectSameParameters(eager, compiled, "after step " + std::to_string(i));
+  }
+}
+
+TEST(TrainStep, AnEagerTensorUpdatedInPlaceIsWrittenBackAtEveryCall) {
+  Tensor total = zeros({3});
+  const int64_t v0 = total.version();
+  auto f = compile([&](const Tensor& x) {
+    total.add_(x);
+    return total * 2.0;  // reads the updated value
+  });
+  const Tensor x = fromVector(std::vector<float>{1, 2, 3}, Shape{3});
+  Tensor r1 = f(x);
+  Tensor r2 = f(x);
+  EXPECT_EQ(total.toVector(), (std::vector<float>{2, 4, 6}));
+  EXPECT_EQ(r1.toVector(), (std::vector<float>{2, 4, 6}));
+  EXPECT_EQ(r2.toVector(), (std::vector<float>{4, 8, 12}));
+  EXPECT_GT(total.version(), v0 + 1);  // bumped by every write-back
+  EXPECT_EQ(f.numCompiles(), 1);
+}
+
+TEST(TrainStep, AViewOfAnEagerTensorSeesTheWriteBack) {
+  Tensor buffer = zeros({2, 3});
+  Tensor row = buffer.select(0, 1);  // a view, read after the calls
+  auto f = compile([&](const Tensor& x) {
+    buffer.add_(x);
+    return x;
+  });
+  f(ones({2, 3}));
+  EXPECT_EQ(row.toVector(), (std::vector<float>{1, 1, 1}));  // written into the storage the view shares
+}
+
+TEST(TrainStep, AViewTakenInsideTheTraceReadsTheWrittenValue) {
+  Tensor buffer = zeros({2, 3});
+  auto f = compile([&](const Tensor& x) {
+    buffer.add_(x);
+    return buffer.select(0, 1) * 1.0;  // traced from the buffer's new value
+  });
+  const Tensor x = fromVector(std::vector<float>{1, 2, 3, 4, 5, 6}, Shape{2, 3});
+  EXPECT_EQ(f(x).toVector(), (std::vector<float>{4, 5, 6}));
+  EXPECT_EQ(f(x).toVector(), (std::vector<float>{8, 10, 12}));
+}
+
+TEST(TrainStepErrors, WritingIntoAViewOfAnEagerTensorIsRefused) {
+  Tensor buffer = zeros({2, 3});
+  Tensor row = buffer.select(0, 0);  // an eager view, captured
+  auto f = compile([&](const Tensor& x) {
+    row.add_(x);
+    return x;
+  });
+  try {
+    f(ones({3}));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("add_: in-place writes into a view of an eager tensor are not supported "
+                                         "while tracing (kiln::compile); f32[3]@cpu is a view"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(buffer.toVector(), std::vector<float>(6, 0.0f));  // nothing written
+}
+
+TEST(TrainStepErrors, ReadingAnotherViewOfWrittenStorageIsRefused) {
+  Tensor buffer = zeros({2, 3});
+  Tensor row = buffer.select(0, 0);  // an eager view, captured
+  auto f = compile([&](const Tensor& x) {
+    buffer.add_(x);
+    return row * 1.0;
+  });
+  try {
+    f(ones({2, 3}));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("mul: f32[3]@cpu shares storage with f32[2,3]@cpu, which the traced "
+                                         "function modified in place"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(buffer.toVector(), std::vector<float>(6, 0.0f));
+}
+
+}  // namespace
+}  // namespace kiln
