@@ -46,6 +46,9 @@ class Args {
     if (operands_[i].isScalar) return operands_[i];
     return saved_[i].unpack(node_);
   }
+  /// Operand i as recorded, for what the formula decides when it is made
+  /// (a layout); not for the backward, which reads saved operands only.
+  const Operand& original(size_t i) const { return originals_[i]; }
   const std::string& node() const { return node_; }
   void dropOriginals() { originals_.clear(); }
 
@@ -295,9 +298,28 @@ Formula formulaFor(Op op, const ir::Attributes& attrs, std::shared_ptr<Args> a, 
       const bool da = a->needs(0), db = a->needs(1);
       if (da) a->save(1);
       if (db) a->save(0);
-      return [a, da, db](const Tensor& g) {
-        return std::vector<Tensor>{da ? matmul(g, (*a)[1].tensor.transpose(-1, -2)) : Tensor(),
-                                   db ? matmul((*a)[0].tensor.transpose(-1, -2), g) : Tensor()};
+      // As PyTorch's mm_mat1/mm_mat2_backward: an operand that is a
+      // transposed contiguous matrix (linear's weight.t()) gets its gradient
+      // computed transposed, (Bᵀ-shaped product)ᵀ, so that the gradient of
+      // the matrix it views comes out contiguous, with no strided copy.
+      auto transposedContiguous = [](const Tensor& t) {
+        return t.dim() == 2 && !t.isContiguous() && t.stride(0) == 1 && t.stride(1) == t.size(0);
+      };
+      // (Only for a product of two matrices, where g is a matrix too.)
+      const bool matrices = a->original(0).tensor.dim() == 2 && a->original(1).tensor.dim() == 2;
+      const bool aT = da && matrices && transposedContiguous(a->original(0).tensor);
+      const bool bT = db && matrices && transposedContiguous(a->original(1).tensor);
+      return [a, da, db, aT, bT](const Tensor& g) {
+        Tensor gA, gB;
+        if (da) {
+          const Tensor B = (*a)[1].tensor;
+          gA = aT ? matmul(B, g.transpose(0, 1)).transpose(0, 1) : matmul(g, B.transpose(-1, -2));
+        }
+        if (db) {
+          const Tensor A = (*a)[0].tensor;
+          gB = bT ? matmul(g.transpose(0, 1), A).transpose(0, 1) : matmul(A.transpose(-1, -2), g);
+        }
+        return std::vector<Tensor>{gA, gB};
       };
     }
     // index_select: g added into zeros at the indices (repeats accumulate).

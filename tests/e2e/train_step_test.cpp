@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -116,6 +117,39 @@ TEST(TrainStep, TheWholeStepIsFewKernels) {
   const int64_t eagerKernels = runtime::kernelLaunchCount() - eagerBefore;
   EXPECT_EQ(compiledKernels, step.lastNumKernels());
   EXPECT_LT(compiledKernels * 3, eagerKernels) << step.lastGraph();
+}
+
+TEST(TrainStep, WeightGradientsAreNotMaterializedTransposed) {
+  // linear's weight enters matmul as weight.t(); its gradient is computed
+  // as (gᵀ·x) in the weight's own layout (as PyTorch's mm_mat2_backward),
+  // so no transposed value in the compiled step is read by anything but a
+  // matmul (which takes transposed operands as they are).
+  nn::Sequential model = makeModel(8);
+  optim::SGD opt(model->parameters(), {.lr = 0.1});
+  auto step = compile([&](const Tensor& x, const Tensor& y) {
+    opt.zeroGrad();
+    Tensor loss = crossEntropy(model->forward(x), y);
+    loss.backward();
+    opt.step();
+    return loss;
+  });
+  const Batch b = batch(0);
+  step(b.x, b.y);
+  std::istringstream lines(step.lastGraph());
+  std::vector<std::string> all, transposed;
+  for (std::string line; std::getline(lines, line);) {
+    all.push_back(line);
+    const size_t eq = line.find(" = transpose(");
+    if (eq != std::string::npos) transposed.push_back(line.substr(line.find('%'), eq - line.find('%')));
+  }
+  EXPECT_EQ(transposed.size(), 4u) << step.lastGraph();  // two weights forward, two gradients' gᵀ
+  for (const std::string& value : transposed) {
+    for (const std::string& line : all) {
+      if (line.find(value + ")") != std::string::npos || line.find(value + ",") != std::string::npos) {
+        EXPECT_NE(line.find("matmul("), std::string::npos) << value << " is read by: " << line;
+      }
+    }
+  }
 }
 
 TEST(TrainStep, SgdMomentumRetracesOnceAfterItsFirstStep) {
