@@ -16,7 +16,11 @@
 // Scalars in the function are constants of the program. Random draws
 // (kiln::dropout) are not: each call draws afresh from the generator, which
 // advances exactly as the eager function would advance it, so a compiled
-// call gives the mask the eager call would have given. The function must
+// call gives the mask the eager call would have given. A function that runs
+// backward() and optimizer.step() compiles whole: in-place updates of eager
+// tensors and .grad assignments are written back after each call, and
+// programs are guarded on the host state the trace depended on
+// (docs/compile.md, frontend/trace.h). The function must
 // return a Tensor or a std::vector<Tensor> with at least one tensor. It may
 // take its arguments one by one (up to 16) or as one std::vector<Tensor>.
 #pragma once
