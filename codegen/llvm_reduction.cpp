@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "codegen/llvm_builder.h"
+#include "codegen/llvm_draws.h"
 #include "codegen/llvm_module.h"
 #include "runtime/error.h"
 
@@ -224,6 +225,18 @@ class ReductionRenderer {
           "stash");
       buffer->setAlignment(llvm::Align(64));
       stash_ = buffer;
+      // Dropouts drawn by groups of four (Note [Draws by groups of four]):
+      // a run of the row is at most maxRowLength elements, which the check
+      // below holds every launch to, so one buffer holds a run's words.
+      draws_.assign(static_cast<size_t>(count), nullptr);
+      for (int i = 0; i < count; ++i) {
+        if (!drawsByGroups(k_, i)) continue;
+        auto* words =
+            ir_.CreateAlloca(llvm::ArrayType::get(ir_.getInt32Ty(), static_cast<uint64_t>(k_.maxRowLength + 4)),
+                             nullptr, "draws" + std::to_string(i));
+        words->setAlignment(llvm::Align(64));
+        draws_[static_cast<size_t>(i)] = words;
+      }
     }
     emitRangeStart(ir_, begin, end, std::vector<llvm::Value*>(sizes_.begin(), sizes_.begin() + outerRank), idx, start,
                    exit_);
@@ -371,7 +384,10 @@ class ReductionRenderer {
   /// param's offset at j = 0); it may branch away, leaving the insert point
   /// where the loop goes on. Returns with the insert point after the loop.
   using RowBody = std::function<void(llvm::Value* j, llvm::Value* pos, const std::vector<llvm::Value*>& rowBase)>;
-  void rowLoop(const std::string& tag, const RowBody& body, bool fixedSumOrder = false) {
+  /// Emitted before each run of the innermost dim: its rowBase and length.
+  using RunPrologue = std::function<void(const std::vector<llvm::Value*>& rowBase, llvm::Value* n)>;
+  void rowLoop(const std::string& tag, const RowBody& body, bool fixedSumOrder = false,
+               const RunPrologue& prologue = nullptr) {
     const int rank = k_.rank, outerRank = k_.outerRank();
     for (llvm::AllocaInst* a : ridx_) ir_.CreateStore(zero(), a);
     ir_.CreateStore(zero(), rflat_);
@@ -395,12 +411,14 @@ class ReductionRenderer {
       rowBase[p] = off;
     }
     llvm::Value* n = sizes_[rank - 1];
+    if (prologue) prologue(rowBase, n);
+    llvm::BasicBlock* preInner = ir_.GetInsertBlock();
     ir_.CreateBr(inner);
 
     // The innermost loop: j in [0, n).
     ir_.SetInsertPoint(inner);
     llvm::PHINode* j = ir_.CreatePHI(i64_, 2, tag + ".j");
-    j->addIncoming(zero(), rowLoop);
+    j->addIncoming(zero(), preInner);
     body(j, ir_.CreateNSWAdd(flat, j), rowBase);
     llvm::Value* jNext = ir_.CreateNUWAdd(j, ir_.getInt64(1), tag + ".j.next");
     j->addIncoming(jNext, ir_.GetInsertBlock());
@@ -454,7 +472,11 @@ class ReductionRenderer {
         case ScalarInstr::Kind::load:
           cur[i] = loadElement(ir_, in.dtype, param, offset(in.param), "v" + std::to_string(i));
           break;
-        case ScalarInstr::Kind::op: cur[i] = emitOpInstr(ir_, k_, in, cur); break;
+        case ScalarInstr::Kind::op:
+          cur[i] = drawAt_.empty() || !drawAt_[i]
+                       ? emitOpInstr(ir_, k_, in, cur)
+                       : emitGroupedDropout(ir_, in, cur[in.operands[0]], draws_[i], ir_.CreateNSWAdd(drawAt_[i], j));
+          break;
         case ScalarInstr::Kind::store:
           storeElement(ir_, k_.params[in.param].dtype, param, offset(in.param), cur[in.operands[0]]);
           break;
@@ -486,12 +508,47 @@ class ReductionRenderer {
     bool floatSum = false;
     for (int r : reduces)
       floatSum = floatSum || (k_.body[r].reduceOp == ReduceOp::sum && isFloatingPoint(k_.body[r].dtype));
+    // The dropouts this pass computes (not loads from the stash) that draw
+    // by groups: before each run, a loop draws the run's blocks.
+    const PassPlan& plan = plans_[static_cast<size_t>(l)];
+    std::vector<int> grouped;
+    for (int i : plan.todo)
+      if (!draws_.empty() && draws_[static_cast<size_t>(i)] && !plan.load[static_cast<size_t>(i)]) grouped.push_back(i);
+    auto drawRun = [&](const std::vector<llvm::Value*>& rowBase, llvm::Value* n) {
+      drawAt_.assign(k_.body.size(), nullptr);
+      // The run's contiguous loads, fetched from memory while the groups are drawn.
+      std::vector<bool> fetched(static_cast<size_t>(k_.numParams()), false);
+      for (int i : plan.todo) {
+        const ScalarInstr& in = k_.body[static_cast<size_t>(i)];
+        if (in.kind != ScalarInstr::Kind::load || plan.load[static_cast<size_t>(i)] || fetched[in.param]) continue;
+        const KernelParam& param = k_.params[static_cast<size_t>(in.param)];
+        if (param.outer || param.inner != InnerStride::one) continue;
+        fetched[in.param] = true;
+        emitPrefetchRun(ir_, fn_, param.dtype, fn_->getArg(static_cast<unsigned>(in.param)), rowBase[in.param], n,
+                        tag + ".p" + std::to_string(in.param));
+      }
+      for (int i : grouped) {
+        const ScalarInstr& in = k_.body[static_cast<size_t>(i)];
+        auto invariant = [&](int o) {
+          if (values_[static_cast<size_t>(o)]) return values_[static_cast<size_t>(o)];  // an outer load
+          const ScalarInstr& load = k_.body[static_cast<size_t>(o)];
+          return loadElement(ir_, load.dtype, fn_->getArg(static_cast<unsigned>(load.param)), rowBase[load.param],
+                             "v" + std::to_string(o));
+        };
+        const int space = k_.body[static_cast<size_t>(in.operands[3])].param;
+        llvm::Value* first = rowBase[k_.numParams() + space];
+        emitDrawGroups(ir_, fn_, invariant(in.operands[1]), invariant(in.operands[2]), first, n,
+                       draws_[static_cast<size_t>(i)], tag + ".d" + std::to_string(i));
+        drawAt_[static_cast<size_t>(i)] = ir_.CreateAnd(first, 3);  // + j: the element's word
+      }
+    };
     rowLoop(
         tag,
         [&](llvm::Value* j, llvm::Value* pos, const std::vector<llvm::Value*>& rowBase) {
-          rowValues(plans_[static_cast<size_t>(l)].todo, j, pos, rowBase, &plans_[static_cast<size_t>(l)]);
+          rowValues(plan.todo, j, pos, rowBase, &plan);
         },
-        floatSum);
+        floatSum, grouped.empty() ? RunPrologue() : RunPrologue(drawRun));
+    drawAt_.clear();
     for (int r : reduces) {
       llvm::Value* acc = ir_.CreateLoad(acc_[r]->getAllocatedType(), acc_[r]);
       values_[r] = k_.body[r].reduceOp == ReduceOp::argmax ? searchFirst(tag, r, acc) : acc;
@@ -577,6 +634,13 @@ class ReductionRenderer {
   std::vector<int64_t> slotOffset_;      ///< per slot: bytes per row element before it
   int64_t stashRowBytes_ = 0;            ///< stash bytes per row element
   llvm::Value* stash_ = nullptr;         ///< the stash (kStashBytes on the stack)
+  /// Per instruction: the words of a dropout drawn by groups (only with a
+  /// stash, whose row bound sizes them), or null.
+  std::vector<llvm::AllocaInst*> draws_;
+  /// Per grouped dropout, while its pass's run loop is emitted: its word's
+  /// index in draws_ is drawAt_ + j. Empty elsewhere (argmax's search
+  /// loops draw per element).
+  std::vector<llvm::Value*> drawAt_;
 };
 
 }  // namespace

@@ -38,6 +38,7 @@
 
 #include "codegen/cpu_compiler.h"
 #include "codegen/llvm_builder.h"
+#include "codegen/llvm_draws.h"
 #include "codegen/llvm_module.h"
 #include "runtime/error.h"
 
@@ -46,6 +47,12 @@ namespace kiln::codegen {
 namespace llvmcg {
 
 namespace {
+
+/// Elements per strip of a row in a kernel that draws by groups (Note
+/// [Draws by groups of four]): each grouped dropout's buffer holds a
+/// strip's words, 4 KiB, which stay in L1 between the draw loop and the
+/// element loop.
+constexpr int64_t kDrawStrip = 1024;
 
 /// Builds the two functions of one kernel in one module.
 class KernelRenderer {
@@ -112,6 +119,18 @@ class KernelRenderer {
     std::vector<llvm::AllocaInst*> idx(static_cast<size_t>(rank));
     for (int d = 0; d < rank; ++d) idx[d] = ir_.CreateAlloca(i64_, nullptr, "idx" + std::to_string(d));
     llvm::AllocaInst* pos = ir_.CreateAlloca(i64_, nullptr, "pos");
+    // Dropouts drawn by groups of four, each with its buffer of words.
+    draws_.assign(k_.body.size(), nullptr);
+    bool grouped = false;
+    for (size_t i = 0; i < k_.body.size(); ++i) {
+      if (!drawsByGroups(k_, static_cast<int>(i))) continue;
+      auto* buffer = ir_.CreateAlloca(llvm::ArrayType::get(ir_.getInt32Ty(), kDrawStrip + 4), nullptr,
+                                      "draws" + std::to_string(i));
+      buffer->setAlignment(llvm::Align(64));
+      draws_[i] = buffer;
+      grouped = true;
+    }
+    drawAt_.assign(k_.body.size(), nullptr);
     // An empty range does nothing; a zero or negative size (or begin < 0)
     // would make the index division below trap or loop, so it does nothing too.
     emitRangeStart(ir_, begin, end, sizes, idx, start, exit);
@@ -136,12 +155,50 @@ class KernelRenderer {
       base[p] = off;
       base[p]->setName("base" + std::to_string(p));
     }
+    // Without grouped draws the inner loop takes the whole rest of the row,
+    // j in [0, n); with them, strips j in [s, s + m) of at most kDrawStrip
+    // elements, each after the loops that draw its groups.
+    llvm::Value* stripBegin = ir_.getInt64(0);
+    llvm::Value* stripEnd = n;
+    llvm::PHINode* s = nullptr;
+    llvm::BasicBlock* strip = nullptr;
+    if (grouped) {
+      strip = llvm::BasicBlock::Create(ctx_, "strip", fn, inner);
+      ir_.CreateBr(strip);
+      ir_.SetInsertPoint(strip);
+      s = ir_.CreatePHI(i64_, 2, "s");
+      s->addIncoming(ir_.getInt64(0), rowBody);
+      llvm::Value* m =
+          ir_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, ir_.getInt64(kDrawStrip), ir_.CreateSub(n, s), nullptr, "m");
+      stripBegin = s;
+      stripEnd = ir_.CreateNSWAdd(s, m, "s.end");
+      // The strip's contiguous inputs, fetched from memory while the groups are drawn.
+      for (int p = 0; p < numParams; ++p)
+        if (!k_.params[p].output && k_.params[p].inner == InnerStride::one)
+          emitPrefetchRun(ir_, fn, k_.params[p].dtype, fn->getArg(static_cast<unsigned>(p)),
+                          ir_.CreateNSWAdd(base[p], s), m, "p" + std::to_string(p));
+      for (size_t i = 0; i < k_.body.size(); ++i) {
+        if (!draws_[i]) continue;
+        const ScalarInstr& in = k_.body[i];
+        auto invariant = [&](int o) {
+          const ScalarInstr& load = k_.body[static_cast<size_t>(o)];
+          return loadElement(ir_, load.dtype, fn->getArg(static_cast<unsigned>(load.param)), base[load.param],
+                             "v" + std::to_string(o));
+        };
+        const int space = k_.body[static_cast<size_t>(in.operands[3])].param;
+        llvm::Value* first = ir_.CreateNSWAdd(base[numParams + space], s, "first" + std::to_string(i));
+        emitDrawGroups(ir_, fn, invariant(in.operands[1]), invariant(in.operands[2]), first, m, draws_[i],
+                       "d" + std::to_string(i));
+        drawAt_[i] = ir_.CreateSub(ir_.CreateAnd(first, 3), s);  // + j: the element's word
+      }
+    }
+    llvm::BasicBlock* preInner = ir_.GetInsertBlock();
     ir_.CreateBr(inner);
 
-    // The inner loop: j in [0, n), each param at base + j * innerStride.
+    // The inner loop: j in [stripBegin, stripEnd), each param at base + j * innerStride.
     ir_.SetInsertPoint(inner);
     llvm::PHINode* j = ir_.CreatePHI(i64_, 2, "j");
-    j->addIncoming(ir_.getInt64(0), rowBody);
+    j->addIncoming(stripBegin, preInner);
     std::vector<llvm::Value*> offsets(static_cast<size_t>(numStrided));
     for (int p = 0; p < numStrided; ++p) {
       switch (p < numParams ? k_.params[p].inner : k_.indexSpaces[p - numParams]) {
@@ -150,10 +207,18 @@ class KernelRenderer {
         case InnerStride::any: offsets[p] = ir_.CreateNSWAdd(base[p], ir_.CreateNSWMul(j, strides[p][rank - 1])); break;
       }
     }
-    renderInstrs(fn, offsets);
+    renderInstrs(fn, offsets, j);
     llvm::Value* jNext = ir_.CreateNUWAdd(j, ir_.getInt64(1), "j.next");
     j->addIncoming(jNext, inner);
-    ir_.CreateCondBr(ir_.CreateICmpSLT(jNext, n), inner, rowLatch);
+    if (grouped) {
+      auto* stripLatch = llvm::BasicBlock::Create(ctx_, "strip.latch", fn, rowLatch);
+      ir_.CreateCondBr(ir_.CreateICmpSLT(jNext, stripEnd), inner, stripLatch);
+      ir_.SetInsertPoint(stripLatch);
+      s->addIncoming(stripEnd, stripLatch);
+      ir_.CreateCondBr(ir_.CreateICmpSLT(stripEnd, n), strip, rowLatch);
+    } else {
+      ir_.CreateCondBr(ir_.CreateICmpSLT(jNext, n), inner, rowLatch);
+    }
 
     // Advance past the row: the innermost index moves by n, then carries.
     ir_.SetInsertPoint(rowLatch);
@@ -177,7 +242,7 @@ class KernelRenderer {
   /// index spaces). Loads and stores convert
   /// between memory and compute form (ir::formulas::loadValue/storeValue);
   /// f16 and bf16 results are rounded inside emitScalar.
-  void renderInstrs(llvm::Function* fn, const std::vector<llvm::Value*>& offsets) {
+  void renderInstrs(llvm::Function* fn, const std::vector<llvm::Value*>& offsets, llvm::Value* j) {
     std::vector<llvm::Value*> values(k_.body.size(), nullptr);
     auto param = [&](int p) { return fn->getArg(static_cast<unsigned>(p)); };
     for (size_t i = 0; i < k_.body.size(); ++i) {
@@ -191,7 +256,11 @@ class KernelRenderer {
           values[i] = ir::formulas::emitConstant(b, in.value, in.dtype);
           break;
         }
-        case ScalarInstr::Kind::op: values[i] = emitOpInstr(ir_, k_, in, values); break;
+        case ScalarInstr::Kind::op:
+          values[i] = draws_[i] ? emitGroupedDropout(ir_, in, values[in.operands[0]], draws_[i],
+                                                     ir_.CreateNSWAdd(drawAt_[i], j))
+                                : emitOpInstr(ir_, k_, in, values);
+          break;
         case ScalarInstr::Kind::store:
           storeElement(ir_, k_.params[in.param].dtype, param(in.param), offsets[in.param], values[in.operands[0]]);
           break;
@@ -209,6 +278,10 @@ class KernelRenderer {
   llvm::IRBuilder<> ir_;
   llvm::Type* i64_;
   llvm::PointerType* ptr_;
+  /// Per instruction: the buffer of a dropout drawn by groups, or null.
+  std::vector<llvm::AllocaInst*> draws_;
+  /// Per grouped dropout: its word's index in the buffer is drawAt_ + j.
+  std::vector<llvm::Value*> drawAt_;
 };
 
 }  // namespace

@@ -473,6 +473,16 @@ typename B::V emitScalar(B& b, Op op, std::span<const DType> inTypes, DType outT
   return roundTo(b, detail::emitOp(b, op, outType, in, attrs), outType);
 }
 
+/// What emitScalar(b, Op::dropout, ...) computes for x (dtype `type`, also
+/// the result's) at an element whose draw bits are `bits` (an i64 holding
+/// the 32-bit word, ir/scalar_formulas_random.h): for renderers that draw a
+/// group of four elements' Philox block once (Note [Dropout draws]).
+template <class B>
+typename B::V emitDropoutOfBits(B& b, DType type, typename B::V x, typename B::V bits, const Attributes& attrs) {
+  b.dtype = computeDType(type);
+  return roundTo(b, dropoutOfBits(b, x, bits, dropoutP(attrs)), type);
+}
+
 /// The value a kernel computes with for `raw`, an element of `dtype` as
 /// loaded from memory: f16 and bf16 arrive as their bits in an i32 (zero
 /// extended) and widen to f32; the other dtypes are already their value.

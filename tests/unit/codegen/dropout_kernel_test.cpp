@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "codegen/codegen.h"
+#include "codegen/cpu_compiler.h"
 #include "codegen/cuda_renderer.h"
 #include "codegen/kernel.h"
 #include "codegen/nvrtc_compiler.h"
@@ -32,8 +33,9 @@ const ir::TensorType kI64{DType::i64, {}, Device::cpu()};
 bool keeps(uint64_t seed, uint64_t offset, uint64_t i, double p) {
   auto lo = [](uint64_t v) { return static_cast<uint32_t>(v); };
   auto hi = [](uint64_t v) { return static_cast<uint32_t>(v >> 32); };
-  const auto r = runtime::philox4x32_10({lo(i), hi(i), lo(offset), hi(offset)}, {lo(seed), hi(seed)});
-  return static_cast<double>(runtime::uniformFromBits(r[0])) > p;
+  // Element i takes word i % 4 of the block of counter {i / 4, offset}.
+  const auto r = runtime::philox4x32_10({lo(i / 4), hi(i / 4), lo(offset), hi(offset)}, {lo(seed), hi(seed)});
+  return static_cast<double>(runtime::uniformFromBits(r[i % 4])) > p;
 }
 
 ir::Value* dropout(ir::Graph& g, ir::Value* x, ir::Value* seed, ir::Value* offset, double p) {
@@ -169,6 +171,68 @@ TEST(DropoutKernel, CheckKernelWantsAnIndexOperandExactlyWhereAnOpReadsOne) {
   Kernel other = k;
   other.indexSpaces = {InnerStride::any};
   EXPECT_NE(k.signature(), other.signature());
+}
+
+TEST(DropoutKernel, DrawsByGroupsGiveTheReferenceForEverySplitAndStrip) {
+  // The CPU renderer draws a run's Philox blocks by groups of four before
+  // the elements (Note [Draws by groups of four]), in strips of 1024
+  // elements: rows of 2503 elements start at every index mod 4 and cross
+  // strips, and the splits of [begin, end) start and end mid-group, mid-strip
+  // and mid-row. Every element must be the reference's.
+  using namespace instr;
+  const int64_t rows = 3, cols = 2503;
+  Kernel k;
+  k.name = "grouped_dropout";
+  k.rank = 2;
+  k.params = {{DType::f32, false, InnerStride::one},
+              {DType::i64, false, InnerStride::zero},
+              {DType::i64, false, InnerStride::zero},
+              {DType::f32, true, InnerStride::one}};
+  k.indexSpaces = {InnerStride::one};
+  k.body = {load(0),    load(1, DType::i64), load(2, DType::i64), index(0), op(Op::dropout, {0, 1, 2, 3}, {{"p", 0.3}}),
+            store(3, 4)};
+  ASSERT_NE(renderLlvmIr(k).find(".draw"), std::string::npos) << "the kernel draws by groups";
+  const CompiledCpuKernel compiled = compileCpuKernel(k);
+  std::vector<float> x(static_cast<size_t>(rows * cols));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 1.0f + static_cast<float>(i % 101);
+  const int64_t seed = 0x0123456789abcdefll, offset = 0x300000005ll;
+  // sizes; strides of x, seed, offset, out; the index space's.
+  const std::vector<int64_t> args = {rows, cols, cols, 1, 0, 0, 0, 0, cols, 1, cols, 1};
+  const float scale = static_cast<float>(1.0 / 0.7);
+  for (const std::vector<int64_t>& cuts : std::vector<std::vector<int64_t>>{
+           {rows * cols}, {1, 2, 3, 1025, 2049, 2503, 2506, 5000, rows * cols}, {7, 4099, 4101, rows * cols}}) {
+    std::vector<float> out(x.size(), -1.0f);
+    void* buffers[] = {x.data(), const_cast<int64_t*>(&seed), const_cast<int64_t*>(&offset), out.data()};
+    int64_t begin = 0;
+    for (int64_t cut : cuts) {
+      compiled.fn(buffers, args.data(), begin, cut);
+      begin = cut;
+    }
+    for (size_t i = 0; i < out.size(); ++i)
+      ASSERT_EQ(out[i], keeps(seed, offset, i, 0.3) ? x[i] * scale : 0.0f)
+          << "element " << i << ", cuts at " << cuts[0];
+  }
+}
+
+TEST(DropoutKernel, AStridedIndexSpaceDrawsPerElement) {
+  // An index space walked with a run-time stride cannot draw a run's groups
+  // ahead: no draw loop, the formula per element (same bits).
+  using namespace instr;
+  Kernel k;
+  k.name = "strided_dropout";
+  k.rank = 1;
+  k.params = {{DType::f32, false, InnerStride::one},
+              {DType::i64, false, InnerStride::zero},
+              {DType::i64, false, InnerStride::zero},
+              {DType::f32, true, InnerStride::one}};
+  k.indexSpaces = {InnerStride::any};
+  k.body = {load(0),    load(1, DType::i64), load(2, DType::i64), index(0), op(Op::dropout, {0, 1, 2, 3}, {{"p", 0.3}}),
+            store(3, 4)};
+  EXPECT_EQ(renderLlvmIr(k).find(".draw"), std::string::npos);
+  Kernel seedPerElement = k;
+  seedPerElement.indexSpaces = {InnerStride::one};
+  seedPerElement.params[1].inner = InnerStride::one;
+  EXPECT_EQ(renderLlvmIr(seedPerElement).find(".draw"), std::string::npos);
 }
 
 TEST(DropoutKernel, CudaCForEveryFloatDTypeCompilesWithNvrtc) {

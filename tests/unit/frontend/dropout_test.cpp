@@ -26,8 +26,9 @@ uint32_t hi(uint64_t v) { return static_cast<uint32_t>(v >> 32); }
 /// Whether element i of the draw (seed, offset) is kept: the definition of
 /// docs/ops.md, "Dropout", with runtime::philox4x32_10.
 bool keeps(uint64_t seed, uint64_t offset, uint64_t i, double p) {
-  const auto r = runtime::philox4x32_10({lo(i), hi(i), lo(offset), hi(offset)}, {lo(seed), hi(seed)});
-  return static_cast<double>(runtime::uniformFromBits(r[0])) > p;
+  // Element i takes word i % 4 of the block of counter {i / 4, offset}.
+  const auto r = runtime::philox4x32_10({lo(i / 4), hi(i / 4), lo(offset), hi(offset)}, {lo(seed), hi(seed)});
+  return static_cast<double>(runtime::uniformFromBits(r[i % 4])) > p;
 }
 
 /// The f32 dropout of `x` (its elements in row-major order) by the reference.
@@ -68,13 +69,46 @@ TEST(Dropout, TheIndexIsTheElementsPlaceInTheResultForViewsAndBroadcasts) {
   }
 }
 
-TEST(Dropout, KeepsWhereRandOfTheSameStateIsAtLeastP) {
-  // rand's element i is (word 0 >> 8) * 2^-24 of the same Philox block, so
-  // for p a multiple of 2^-24 dropout keeps exactly where rand >= p.
-  Generator a(55), b(55);
-  const std::vector<float> u = rand({5000}, a).toVector();
-  const std::vector<float> y = dropout(ones({5000}), 0.375, true, b).toVector();
-  for (size_t i = 0; i < u.size(); ++i) ASSERT_EQ(y[i] != 0.0f, u[i] >= 0.375f) << i;
+TEST(Dropout, FourConsecutiveElementsShareOnePhiloxBlock) {
+  // Elements 4k .. 4k+3 take words 0 .. 3 of the block of counter {k,
+  // offset} (Note [Dropout draws]): with p = 1 - 2^-8 an element is kept
+  // exactly where the top 8 bits of its word are all ones, so which of
+  // 2^20 elements are kept names the words of the blocks, checked here
+  // against runtime::philox4x32_10 directly, word by word.
+  const int64_t n = int64_t{1} << 20;
+  const double p = 1.0 - 1.0 / 256;
+  Generator gen(2024);
+  const uint64_t offset = gen.offset();
+  const std::vector<float> y = dropout(ones({n}), p, true, gen).toVector();
+  int64_t kept = 0;
+  for (int64_t k = 0; k < n / 4; ++k) {
+    const auto r = runtime::philox4x32_10({lo(k), hi(k), lo(offset), hi(offset)}, {lo(gen.seed()), hi(gen.seed())});
+    for (int w = 0; w < 4; ++w) {
+      ASSERT_EQ(y[static_cast<size_t>(4 * k + w)] != 0.0f, (r[w] >> 24) == 0xffu) << "block " << k << " word " << w;
+      kept += y[static_cast<size_t>(4 * k + w)] != 0.0f;
+    }
+  }
+  EXPECT_NEAR(static_cast<double>(kept), n / 256.0, 5 * std::sqrt(n / 256.0)) << "about 4096 kept";
+}
+
+TEST(Dropout, EachWordOfABlockKeepsOneMinusPAndNeighboursAreIndependent) {
+  // The four words of a block are used by neighbouring elements: each lane
+  // (i % 4) alone keeps a fraction 1 - p, and two neighbours in one block
+  // are both kept with probability (1 - p)^2, within five sigma.
+  const int64_t n = int64_t{1} << 22;
+  Generator gen(99);
+  const double p = 0.5;
+  const std::vector<float> y = dropout(ones({n}), p, true, gen).toVector();
+  int64_t lane[4] = {0, 0, 0, 0}, pairs = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    lane[i % 4] += y[static_cast<size_t>(i)] != 0.0f;
+    if (i % 2 == 0) pairs += y[static_cast<size_t>(i)] != 0.0f && y[static_cast<size_t>(i + 1)] != 0.0f;
+  }
+  const double m = static_cast<double>(n / 4);
+  for (int w = 0; w < 4; ++w)
+    EXPECT_NEAR(static_cast<double>(lane[w]) / m, 1 - p, 5 * std::sqrt(p * (1 - p) / m)) << "lane " << w;
+  const double q = (1 - p) * (1 - p), np = static_cast<double>(n / 2);
+  EXPECT_NEAR(static_cast<double>(pairs) / np, q, 5 * std::sqrt(q * (1 - q) / np));
 }
 
 TEST(Dropout, KeepsAFractionOneMinusPWithinFiveSigma) {

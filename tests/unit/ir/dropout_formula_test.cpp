@@ -59,10 +59,12 @@ uint32_t lo(uint64_t v) { return static_cast<uint32_t>(v); }
 uint32_t hi(uint64_t v) { return static_cast<uint32_t>(v >> 32); }
 
 /// Whether dropout keeps element `i` of the draw (seed, offset), written
-/// from the definition: uniformFromBits(word 0) > p, compared exactly.
+/// from the definition: uniformFromBits(word i % 4 of block i / 4) > p,
+/// compared exactly.
 bool referenceKeeps(uint64_t seed, uint64_t offset, uint64_t i, double p) {
-  const auto r = runtime::philox4x32_10({lo(i), hi(i), lo(offset), hi(offset)}, {lo(seed), hi(seed)});
-  return static_cast<double>(runtime::uniformFromBits(r[0])) > p;
+  // Element i takes word i % 4 of the block of counter {i / 4, offset}.
+  const auto r = runtime::philox4x32_10({lo(i / 4), hi(i / 4), lo(offset), hi(offset)}, {lo(seed), hi(seed)});
+  return static_cast<double>(runtime::uniformFromBits(r[i % 4])) > p;
 }
 
 ScalarValue i64(uint64_t v) { return ScalarValue::ofInt(DType::i64, static_cast<int64_t>(v)); }
