@@ -6,6 +6,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -39,6 +42,50 @@ std::string offsetExpr(const Kernel& kernel, const char* array, int p, InnerStri
   return expr;
 }
 
+/// Bytes a 4-element vector of `d` is aligned to: its size, at most 16
+/// (the widest global load; 8-byte elements take two).
+int vectorAlign(DType d) { return std::min(16, 4 * static_cast<int>(itemSize(d))); }
+
+/// Note [Vectorized elementwise kernels]
+/// A rank-1 kernel whose parameters all have inner stride one or zero (a
+/// contiguous chain, scalars broadcast) reads and writes each contiguous
+/// parameter four elements at a time, as one 16-byte access for 4-byte
+/// dtypes (float4-like; 8 bytes for f16/bf16, 4 for bool, two 16-byte
+/// accesses for 8-byte dtypes), like PyTorch's vectorized elementwise
+/// kernels: each thread of the grid-stride loop takes four consecutive
+/// elements, then a scalar loop takes the numel % 4 left. The four
+/// elements are computed by the same scalar formulas, one after the other,
+/// so the results are those of the scalar loop. Whether the vector accesses
+/// are aligned depends on the pointers (a view's offset moves them), so the
+/// kernel checks at run time that every contiguous parameter is aligned to
+/// its vector size and otherwise runs the scalar loop alone. A dropout
+/// whose index space is the element's index (rank 1, inner stride one) and
+/// whose seed and offset are scalars draws its group's Philox block once
+/// for the four elements (Note [Dropout draws]): element i's group is i / 4
+/// and the thread's first element is a multiple of 4.
+bool vectorizes(const Kernel& kernel) {
+  if (kernel.isReduction() || kernel.rank != 1) return false;
+  for (const KernelParam& p : kernel.params)
+    if (p.inner == InnerStride::any) return false;
+  for (InnerStride s : kernel.indexSpaces)
+    if (s != InnerStride::one) return false;
+  return true;
+}
+
+/// Whether dropout instruction `at` draws its group's block once per
+/// vector: its seed and offset are loads of scalar (inner stride zero)
+/// parameters.
+bool drawsPerVector(const Kernel& kernel, size_t at) {
+  const ScalarInstr& in = kernel.body[at];
+  if (in.kind != ScalarInstr::Kind::op || in.op != ir::Op::dropout) return false;
+  for (int o : {in.operands[1], in.operands[2]}) {
+    const ScalarInstr& s = kernel.body[static_cast<size_t>(o)];
+    if (s.kind != ScalarInstr::Kind::load || kernel.params[static_cast<size_t>(s.param)].inner != InnerStride::zero)
+      return false;
+  }
+  return true;
+}
+
 std::string innerStrideName(InnerStride s) {
   switch (s) {
     case InnerStride::zero: return "0";
@@ -68,6 +115,20 @@ std::string renderCudaC(const Kernel& kernel) {
   if (kernel.numIndexSpaces() > 0)
     out += fmt::format("  long long indexStrides[{}][{}];\n", kernel.numIndexSpaces(), rank);
   out += "  long long numel;\n};\n\n";
+  if (vectorizes(kernel)) {
+    // Note [Vectorized elementwise kernels]: one struct per dtype, named by it.
+    std::vector<DType> declared;
+    for (const KernelParam& p : kernel.params) {
+      if (p.inner != InnerStride::one || std::find(declared.begin(), declared.end(), p.dtype) != declared.end())
+        continue;
+      declared.push_back(p.dtype);
+      // Guarded: several kernels may share one translation unit.
+      out += fmt::format(
+          "#ifndef KILN_VEC4_{1}\n#define KILN_VEC4_{1}\nstruct __align__({0}) KilnVec4_{1} {{ {2} v[4]; }};\n#endif\n",
+          vectorAlign(p.dtype), dtypeName(p.dtype), storageCType(p.dtype));
+    }
+    out += "\n";
+  }
 
   out += fmt::format("extern \"C\" __global__ void {}(", kernel.name);
   for (int p = 0; p < numParams; ++p) {
@@ -78,20 +139,8 @@ std::string renderCudaC(const Kernel& kernel) {
   }
   out += fmt::format("{} a) {{\n", argsType);
   out += "  const long long step = (long long)gridDim.x * blockDim.x;\n";
-  out += "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.numel; i += step) {\n";
+  out += "  const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n";
 
-  // Row-major decomposition of i, innermost dimension first. 64-bit
-  // throughout: numel and offsets may pass 2^31.
-  if (rank == 1) {
-    out += "    const long long i0 = i;\n";
-  } else {
-    out += "    long long rest = i;\n";
-    for (int d = rank - 1; d >= 1; --d) {
-      out += fmt::format("    const long long i{} = rest % a.sizes[{}];\n", d, d);
-      out += fmt::format("    rest /= a.sizes[{}];\n", d);
-    }
-    out += "    const long long i0 = rest;\n";
-  }
   std::vector<bool> used(numParams, false);
   for (const ScalarInstr& instr : kernel.body) {
     if (instr.kind == ScalarInstr::Kind::load || instr.kind == ScalarInstr::Kind::store) {
@@ -100,48 +149,147 @@ std::string renderCudaC(const Kernel& kernel) {
       used[instr.param] = true;
     }
   }
-  for (int p = 0; p < numParams; ++p) {
-    if (!used[p]) continue;
-    out +=
-        fmt::format("    const long long o{} = {};  // inner stride {}\n", p,
-                    offsetExpr(kernel, "strides", p, kernel.params[p].inner), innerStrideName(kernel.params[p].inner));
-  }
-  // The linear index of each index space (codegen/kernel.h).
-  for (int s = 0; s < kernel.numIndexSpaces(); ++s)
-    out += fmt::format("    const long long ix{} = {};  // inner stride {}\n", s,
-                       offsetExpr(kernel, "indexStrides", s, kernel.indexSpaces[s]),
-                       innerStrideName(kernel.indexSpaces[s]));
 
+  // The body at one element: `element(p)` is parameter p's element (a C
+  // lvalue), `index(s)` index space s's linear index; `blocks`, when given,
+  // the Philox block of each dropout drawn per vector and `lane` the
+  // element's word in it.
   namespace f = ir::formulas;
-  CudaBuilder b(out);
-  std::vector<CudaValue> values(kernel.body.size());
-  for (size_t at = 0; at < kernel.body.size(); ++at) {
-    const ScalarInstr& instr = kernel.body[at];
-    switch (instr.kind) {
-      case ScalarInstr::Kind::load:
-        // Loads and stores convert between memory and compute form
-        // (ir::formulas::loadValue/storeValue).
-        values[at] = emitLoad(b, kernel, at, fmt::format("p{}[o{}]", instr.param, instr.param));
-        break;
-      case ScalarInstr::Kind::constant: values[at] = f::emitConstant(b, instr.value, instr.dtype); break;
-      case ScalarInstr::Kind::op: values[at] = emitOp(b, kernel, at, values); break;
-      case ScalarInstr::Kind::store: {
-        // emitStore writes the conversion lines first, then returns the statement.
-        const std::string store =
-            emitStore(b, kernel, at, fmt::format("p{}[o{}]", instr.param, instr.param), values[instr.operands[0]]);
-        out += "    " + store + "\n";
-        break;
+  auto emitElement = [&](CudaBuilder& b, const std::function<std::string(int)>& element,
+                         const std::function<std::string(int)>& index,
+                         const std::vector<std::array<CudaValue, 4>>* blocks, int lane) {
+    std::vector<CudaValue> values(kernel.body.size());
+    for (size_t at = 0; at < kernel.body.size(); ++at) {
+      const ScalarInstr& instr = kernel.body[at];
+      switch (instr.kind) {
+        case ScalarInstr::Kind::load:
+          // Loads and stores convert between memory and compute form
+          // (ir::formulas::loadValue/storeValue).
+          values[at] = emitLoad(b, kernel, at, element(instr.param));
+          break;
+        case ScalarInstr::Kind::constant: values[at] = f::emitConstant(b, instr.value, instr.dtype); break;
+        case ScalarInstr::Kind::op:
+          if (blocks && drawsPerVector(kernel, at)) {
+            b.out += fmt::format("{}// %{} = dropout(%{}) : {}, word {} of the vector's block\n", b.indent, at,
+                                 instr.operands[0], dtypeName(instr.dtype), lane);
+            values[at] = f::emitDropoutOfBits(b, instr.dtype, values[static_cast<size_t>(instr.operands[0])],
+                                              (*blocks)[at][static_cast<size_t>(lane)], instr.attrs);
+          } else {
+            values[at] = emitOp(b, kernel, at, values);
+          }
+          break;
+        case ScalarInstr::Kind::store: {
+          // emitStore writes the conversion lines first, then returns the statement.
+          const std::string store = emitStore(b, kernel, at, element(instr.param), values[instr.operands[0]]);
+          b.out += b.indent + store + "\n";
+          break;
+        }
+        case ScalarInstr::Kind::index:
+          b.out += fmt::format("{}// %{} = index i{} : i64\n", b.indent, at, instr.param);
+          values[at] = CudaValue{index(instr.param), DType::i64};
+          break;
+        case ScalarInstr::Kind::reduce:
+        case ScalarInstr::Kind::extent:
+          KILN_ASSERT(false, "kernel {}: a reduction in an elementwise kernel", kernel.name);
       }
-      case ScalarInstr::Kind::index:
-        b.out += fmt::format("    // %{} = index i{} : i64\n", at, instr.param);
-        values[at] = CudaValue{fmt::format("ix{}", instr.param), DType::i64};
-        break;
-      case ScalarInstr::Kind::reduce:
-      case ScalarInstr::Kind::extent:
-        KILN_ASSERT(false, "kernel {}: a reduction in an elementwise kernel", kernel.name);
     }
+  };
+
+  // The scalar grid-stride loop over [from, numel).
+  auto scalarLoop = [&](const std::string& from, const std::string& indent) {
+    out += fmt::format("{}for (long long i = {}; i < a.numel; i += step) {{\n", indent, from);
+    const std::string in = indent + "  ";
+    // Row-major decomposition of i, innermost dimension first. 64-bit
+    // throughout: numel and offsets may pass 2^31.
+    if (rank == 1) {
+      out += in + "const long long i0 = i;\n";
+    } else {
+      out += in + "long long rest = i;\n";
+      for (int d = rank - 1; d >= 1; --d) {
+        out += fmt::format("{}const long long i{} = rest % a.sizes[{}];\n", in, d, d);
+        out += fmt::format("{}rest /= a.sizes[{}];\n", in, d);
+      }
+      out += in + "const long long i0 = rest;\n";
+    }
+    for (int p = 0; p < numParams; ++p) {
+      if (!used[p]) continue;
+      out += fmt::format("{}const long long o{} = {};  // inner stride {}\n", in, p,
+                         offsetExpr(kernel, "strides", p, kernel.params[p].inner),
+                         innerStrideName(kernel.params[p].inner));
+    }
+    // The linear index of each index space (codegen/kernel.h).
+    for (int sp = 0; sp < kernel.numIndexSpaces(); ++sp)
+      out += fmt::format("{}const long long ix{} = {};  // inner stride {}\n", in, sp,
+                         offsetExpr(kernel, "indexStrides", sp, kernel.indexSpaces[sp]),
+                         innerStrideName(kernel.indexSpaces[sp]));
+    CudaBuilder b(out);
+    b.indent = in;
+    emitElement(
+        b, [](int p) { return fmt::format("p{}[o{}]", p, p); }, [](int sp) { return fmt::format("ix{}", sp); }, nullptr,
+        0);
+    out += indent + "}\n";
+  };
+
+  if (!vectorizes(kernel)) {
+    scalarLoop("first", "  ");
+  } else {
+    // Note [Vectorized elementwise kernels].
+    std::vector<std::string> aligned;
+    for (int p = 0; p < numParams; ++p)
+      if (used[p] && kernel.params[p].inner == InnerStride::one)
+        aligned.push_back(fmt::format("(unsigned long long)p{} % {} == 0", p, vectorAlign(kernel.params[p].dtype)));
+    std::string check = aligned.empty() ? "true" : aligned[0];
+    for (size_t t = 1; t < aligned.size(); ++t) check += " && " + aligned[t];
+    out += fmt::format("  if ({}) {{  // every contiguous parameter aligned to its vector\n", check);
+    out += "    const long long numVectors = a.numel / 4;\n";
+    out += "    for (long long v = first; v < numVectors; v += step) {\n";
+    out += "      const long long i = v * 4;\n";
+    const std::string in = "      ";
+    auto vec = [&](int p) { return fmt::format("KilnVec4_{}", dtypeName(kernel.params[p].dtype)); };
+    auto contiguous = [&](int p) { return used[p] && kernel.params[p].inner == InnerStride::one; };
+    for (int p = 0; p < numParams; ++p) {
+      if (!contiguous(p)) continue;
+      if (kernel.params[p].output)
+        out += fmt::format("{}{} w{};\n", in, vec(p), p);
+      else
+        out += fmt::format("{}const {} r{} = *reinterpret_cast<const {}*>(p{} + i);\n", in, vec(p), p, vec(p), p);
+    }
+    CudaBuilder b(out);
+    b.indent = in;
+    // Dropouts drawn once per vector: their group is i / 4.
+    std::vector<std::array<CudaValue, 4>> blocks(kernel.body.size());
+    for (size_t at = 0; at < kernel.body.size(); ++at) {
+      if (!drawsPerVector(kernel, at)) continue;
+      const ScalarInstr& d = kernel.body[at];
+      b.out += fmt::format("{}// the Philox block of %{}'s group i / 4\n", in, at);
+      auto scalar = [&](int o) {
+        return emitLoad(b, kernel, static_cast<size_t>(o),
+                        fmt::format("p{}[0]", kernel.body[static_cast<size_t>(o)].param));
+      };
+      const CudaValue seed = scalar(d.operands[1]), offset = scalar(d.operands[2]);
+      blocks[at] = f::dropoutBlock(b, seed, offset, b.def("i >> 2", DType::i64));
+    }
+    for (int lane = 0; lane < 4; ++lane) {
+      b.out += fmt::format("{}// element i + {}\n", in, lane);
+      emitElement(
+          b,
+          [&](int p) {
+            if (!contiguous(p)) return fmt::format("p{}[0]", p);
+            return fmt::format("{}{}.v[{}]", kernel.params[p].output ? "w" : "r", p, lane);
+          },
+          [&](int) { return fmt::format("(i + {})", lane); }, &blocks, lane);
+    }
+    for (int p = 0; p < numParams; ++p)
+      if (contiguous(p) && kernel.params[p].output)
+        out += fmt::format("{}*reinterpret_cast<{}*>(p{} + i) = w{};\n", in, vec(p), p, p);
+    out += "    }\n";
+    out += "    // The numel % 4 elements left, one per thread.\n";
+    scalarLoop("numVectors * 4 + first", "    ");
+    out += "  } else {\n";
+    scalarLoop("first", "    ");
+    out += "  }\n";
   }
-  out += "  }\n}\n";
+  out += "}\n";
   return out;
 }
 

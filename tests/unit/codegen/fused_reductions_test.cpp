@@ -1,9 +1,9 @@
 // The kernels of what fuse-reductions builds from traced programs (softmax,
 // log_softmax, layer_norm in f32 and f16, relu -> dropout -> layer_norm with
-// its index space, cross_entropy, a layer norm backward): their CPU code vectorizes every pass, with the float sums
-// split into the fixed 8 lanes x 4 (Note [Fixed summation order]), and keeps costly row values for later passes (Note
-// [Stashed row values]); NVRTC compiles their CUDA C for sm_80 and sm_90 where the toolkit is present; and the
-// lowering's parameters for inputs read along the row and once per row.
+// its index space, and its backward, cross_entropy, a layer norm backward): their CPU code vectorizes every pass, with
+// the float sums split into the fixed 8 lanes x 4 (Note [Fixed summation order]), and keeps costly row values for later
+// passes (Note [Stashed row values]); NVRTC compiles their CUDA C for sm_80 and sm_90 where the toolkit is present; and
+// the lowering's parameters for inputs read along the row and once per row.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -59,6 +59,15 @@ std::vector<Program> programs() {
                 kernelsOf([](const Tensor& x, const Tensor& w,
                              const Tensor& b) { return layerNorm(dropout(relu(x), 0.1), {512}, w, b); },
                           {f32({64, 512}), f32({512}), f32({512})})});
+  ps.push_back({"relu_dropout_layer_norm_backward",
+                kernelsOf(
+                    [](const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& g) {
+                      Tensor xx = x.detach().setRequiresGrad(), ww = w.detach().setRequiresGrad(),
+                             bb = b.detach().setRequiresGrad();
+                      layerNorm(dropout(relu(xx), 0.1), {512}, ww, bb).backward(g);
+                      return std::vector<Tensor>{xx.grad(), ww.grad(), bb.grad()};
+                    },
+                    {f32({64, 512}), f32({512}), f32({512}), f32({64, 512})})});
   ps.push_back({"cross_entropy", kernelsOf([](const Tensor& x, const Tensor& t) { return crossEntropy(x, t); },
                                            {f32({64, 10}), type(DType::i64, {64})})});
   ps.push_back({"layer_norm_backward", kernelsOf(
@@ -74,9 +83,12 @@ std::vector<Program> programs() {
 
 TEST(FusedReductionKernels, OneReductionKernelEach) {
   // One kernel per program, two for cross_entropy (the batch mean) and the
-  // layer norm backward (the weight gradient's column sums).
+  // layer norm backwards (the weight gradient's column sums).
   for (const Program& p : programs()) {
-    const size_t want = p.name == "cross_entropy" || p.name == "layer_norm_backward" ? 2 : 1;
+    const size_t want =
+        p.name == "cross_entropy" || p.name == "layer_norm_backward" || p.name == "relu_dropout_layer_norm_backward"
+            ? 2
+            : 1;
     EXPECT_EQ(p.kernels.size(), want) << p.name;
     for (const codegen::Kernel& k : p.kernels) EXPECT_TRUE(k.isReduction()) << p.name << "\n" << k.str();
   }
