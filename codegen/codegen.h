@@ -12,3 +12,4 @@
 #include "codegen/lowering.h"
 #include "codegen/lowering_reduction.h"
 #include "codegen/nvrtc_compiler.h"
+#include "codegen/plan_memory.h"

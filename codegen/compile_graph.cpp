@@ -11,6 +11,7 @@
 #include "codegen/lowering.h"
 #include "codegen/lowering_library.h"
 #include "codegen/lowering_reduction.h"
+#include "codegen/plan_memory.h"
 #include "runtime/error.h"
 
 namespace kiln::codegen {
@@ -189,6 +190,7 @@ runtime::Executable compileGraph(const ir::Graph& graph, std::span<const ir::Str
     }
   }
   for (const ir::Value* out : graph.outputs()) exe.outputSlots.push_back(slot.at(out));
+  planMemory(exe);  // Note [The memory plan is made over steps]
   return exe;
 }
 

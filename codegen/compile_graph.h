@@ -7,7 +7,8 @@
 // own, codegen/lowering_reduction.h) and gets them compiled through the
 // kernel cache, lowers each library call to a runtime::LibraryStep
 // (codegen/lowering_library.h), and lays out buffer slots — the graph's
-// inputs, then one slot per node result. A backend that cannot run a node
+// inputs, then one slot per node result — which plan-memory then packs into
+// shared buffers (codegen/plan_memory.h). A backend that cannot run a node
 // says so up front (supports()), before anything is compiled.
 //
 // Note [Library calls read views]: a library call takes each operand with

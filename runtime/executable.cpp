@@ -18,6 +18,17 @@ int Executable::numLibraryCalls() const {
   return n;
 }
 
+size_t Executable::intermediateBytes() const {
+  std::vector<bool> mine(slots.size(), true);  // intermediate slots with a buffer of their own
+  for (int s : inputSlots) mine[s] = false;
+  for (int s : outputSlots) mine[s] = false;
+  size_t total = 0;
+  for (size_t s = 0; s < slots.size(); ++s)
+    if (mine[s] && (slotBuffers.empty() || slotBuffers[s] < 0)) total += slots[s].bytes;
+  for (const SlotSpec& b : buffers) total += b.bytes;
+  return total;
+}
+
 std::vector<std::shared_ptr<Buffer>> Executable::run(const std::vector<std::shared_ptr<Buffer>>& inputs,
                                                      const std::vector<int64_t>& inputOffsets) const {
   KILN_ASSERT(inputs.size() == inputSlots.size(), "executable got {} inputs, expects {}", inputs.size(),
@@ -34,9 +45,20 @@ std::vector<std::shared_ptr<Buffer>> Executable::run(const std::vector<std::shar
     bound[inputSlots[i]] = inputs[i];
     base[inputSlots[i]] = static_cast<char*>(inputs[i]->data()) + offset;
   }
+  KILN_ASSERT(slotBuffers.empty() || slotBuffers.size() == slots.size(), "memory plan of {} slots for {} slots",
+              slotBuffers.size(), slots.size());
+  std::vector<std::shared_ptr<Buffer>> shared(buffers.size());
+  for (size_t b = 0; b < buffers.size(); ++b) shared[b] = allocateBuffer(buffers[b].device, buffers[b].bytes);
   for (size_t s = 0; s < slots.size(); ++s) {
     if (bound[s]) continue;
-    bound[s] = allocateBuffer(slots[s].device, slots[s].bytes);
+    const int planned = slotBuffers.empty() ? -1 : slotBuffers[s];
+    if (planned >= 0) {
+      KILN_ASSERT(shared[planned]->bytes() >= slots[s].bytes && buffers[planned].device == slots[s].device,
+                  "slot {} does not fit its planned buffer {}", s, planned);
+      bound[s] = shared[planned];
+    } else {
+      bound[s] = allocateBuffer(slots[s].device, slots[s].bytes);
+    }
     base[s] = static_cast<char*>(bound[s]->data());
   }
 

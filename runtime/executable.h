@@ -2,7 +2,11 @@
 //
 // An Executable is a list of steps over numbered buffer slots. Slots are the
 // program's inputs (bound by the caller), its outputs and its intermediates
-// (allocated here, from the device's caching allocator). A step is a kernel
+// (allocated here, from the device's caching allocator). A memory plan
+// (codegen/plan_memory.h) may put intermediates whose lifetimes do not
+// overlap into one shared buffer: then `slotBuffers` maps each slot to its
+// buffer in `buffers`, and run() allocates those buffers instead of one per
+// slot. A step is a kernel
 // launch (a function compiled by codegen with the kernel ABI below, split
 // over the thread pool here) or a library call (a C++ function of the
 // runtime that computes a whole op: a matmul through BLAS, a gather; it
@@ -76,6 +80,13 @@ class Executable {
   std::vector<int> inputSlots;   ///< slot of each program input, in order
   std::vector<int> outputSlots;  ///< slot of each program output, in order
   std::vector<Step> steps;
+  /// The memory plan: for each slot, the index in `buffers` of the shared
+  /// buffer it lives in, or -1 for a slot with a buffer of its own (inputs,
+  /// outputs). Empty: no plan, every slot that is not an input gets its own.
+  std::vector<int> slotBuffers;
+  /// The shared buffers of the plan: size (at least that of every slot in
+  /// it) and device.
+  std::vector<SlotSpec> buffers;
 
   /// Runs the steps; `inputs` are bound to inputSlots in order, input i
   /// starting `inputOffsets[i]` bytes into its buffer (all 0 when empty), so
@@ -88,6 +99,10 @@ class Executable {
   int numKernels() const { return static_cast<int>(steps.size()); }
   /// Of numKernels(), the library calls.
   int numLibraryCalls() const;
+  /// Bytes run() allocates besides the outputs: the shared buffers of the
+  /// plan and the slots of intermediates outside it (all of them without a
+  /// plan).
+  size_t intermediateBytes() const;
 };
 
 /// Kernels and library calls launched by this process so far, for

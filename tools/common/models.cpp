@@ -1,6 +1,8 @@
 // The built-in models of tools/common/models.h.
 #include "tools/common/models.h"
 
+#include <cmath>
+
 namespace kiln::tools {
 
 Tensor chain8(const Tensor& x) {
@@ -43,8 +45,40 @@ Tensor reluDropoutLayerNorm(const Tensor& x, const Tensor& w, const Tensor& b) {
   return layerNorm(dropout(relu(x), 0.1), {x.size(-1)}, w, b);
 }
 
+std::vector<Tensor> reluDropoutLayerNormTrain(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& g) {
+  Tensor xx = x.detach().setRequiresGrad(), ww = w.detach().setRequiresGrad(), bb = b.detach().setRequiresGrad();
+  Tensor y = reluDropoutLayerNorm(xx, ww, bb);
+  y.backward(g);
+  return {y, xx.grad(), ww.grad(), bb.grad()};
+}
+
+Tensor biasGelu(const Tensor& x, const Tensor& b) { return gelu(x + b); }
+
+Tensor transformerBlock(const Tensor& x, const TransformerBlockWeights& p, int64_t heads) {
+  const int64_t seq = x.size(0), d = x.size(1), dh = d / heads;
+  const Tensor qkv = linear(layerNorm(x, {d}, p.ln1W, p.ln1B), p.wQkv, p.bQkv);  // [seq, 3d]
+  // q, k, v: [heads, seq, dh] views of qkv's thirds, read by the matmuls
+  // through their strides.
+  auto head = [&](int64_t part) { return qkv.narrow(1, part * d, d).view({seq, heads, dh}).transpose(0, 1); };
+  const Tensor q = head(0), k = head(1), v = head(2);
+  const Tensor attn = softmax(matmul(q, k.transpose(1, 2)) * (1.0 / std::sqrt(static_cast<double>(dh))), -1);
+  const Tensor o = matmul(attn, v).transpose(0, 1).reshape({seq, d});  // heads back side by side: a copy
+  const Tensor h = x + linear(o, p.wO, p.bO);
+  const Tensor m = linear(gelu(linear(layerNorm(h, {d}, p.ln2W, p.ln2B), p.w1, p.b1)), p.w2, p.b2);
+  return h + m;
+}
+
 namespace {
 ir::TensorType f32(Shape shape) { return {DType::f32, std::move(shape), Device::cpu()}; }
+
+constexpr int64_t kTransformerSeq = 512, kTransformerDim = 512, kTransformerHeads = 8, kTransformerHidden = 2048;
+
+// x, then the weights in TransformerBlockWeights' order.
+std::vector<ir::TensorType> transformerBlockInputs() {
+  const int64_t s = kTransformerSeq, d = kTransformerDim, f = kTransformerHidden;
+  return {f32({s, d}),     f32({d}), f32({d}), f32({3 * d, d}), f32({3 * d}), f32({d, d}), f32({d}),
+          f32({d}),        f32({d}), f32({f, d}), f32({f}),     f32({d, f}),   f32({d})};
+}
 
 const std::vector<Model>& table() {
   static const std::vector<Model> kModels = {
@@ -100,6 +134,23 @@ const std::vector<Model>& table() {
        "relu, dropout (p = 0.1) and layer norm with weight and bias over the last dim of f32[8192,1024]",
        [](const std::vector<Tensor>& in) { return std::vector<Tensor>{reluDropoutLayerNorm(in[0], in[1], in[2])}; },
        {f32({8192, 1024}), f32({1024}), f32({1024})}},
+      {"relu_dropout_layernorm_train",
+       "relu_dropout_layernorm forward and backward from an upstream gradient g (y.backward(g)): y and the "
+       "gradients of x, w and b",
+       [](const std::vector<Tensor>& in) { return reluDropoutLayerNormTrain(in[0], in[1], in[2], in[3]); },
+       {f32({8192, 1024}), f32({1024}), f32({1024}), f32({8192, 1024})}},
+      {"bias_gelu", "broadcasting bias-add + GELU (exact) on f32[4096,4096] + f32[4096]",
+       [](const std::vector<Tensor>& in) { return std::vector<Tensor>{biasGelu(in[0], in[1])}; },
+       {f32({4096, 4096}), f32({4096})}},
+      {"transformer_block",
+       "a pre-LN transformer block forward, seq 512, d 512, 8 heads, MLP 2048: layer norms, QKV and output "
+       "projections, batched per-head attention with softmax, GELU, residuals (matmuls through the BLAS)",
+       [](const std::vector<Tensor>& in) {
+         return std::vector<Tensor>{transformerBlock(
+             in[0], {in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8], in[9], in[10], in[11], in[12]},
+             kTransformerHeads)};
+       },
+       transformerBlockInputs()},
   };
   return kModels;
 }

@@ -39,6 +39,23 @@ Tensor biasRelu(const Tensor& x, const Tensor& b);
 Tensor reluDropout(const Tensor& x);
 /// layerNorm(dropout(relu(x), 0.1)) over the last dim with weight w and bias b.
 Tensor reluDropoutLayerNorm(const Tensor& x, const Tensor& w, const Tensor& b);
+/// reluDropoutLayerNorm forward and backward from the upstream gradient g
+/// (y.backward(g)) on leaves made from x, w, b: returns y and the gradients
+/// of x, w and b.
+std::vector<Tensor> reluDropoutLayerNormTrain(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& g);
+/// Bias-add + GELU (exact, erf): gelu(x + b) with b over the last dimension.
+Tensor biasGelu(const Tensor& x, const Tensor& b);
+
+/// A pre-LN transformer block's forward pass on x [seq, d], no mask:
+///   h = x + attention(layerNorm(x)),  out = h + mlp(layerNorm(h))
+/// attention: one QKV linear [3d, d], per-head scaled dot products
+/// softmax(q·kᵀ / √dh)·v as batched matmuls over the heads (q, k, v are
+/// views of the QKV result), an output projection [d, d]; mlp: linear
+/// [4d, d], GELU (exact), linear [d, 4d]. Every linear has a bias.
+struct TransformerBlockWeights {
+  Tensor ln1W, ln1B, wQkv, bQkv, wO, bO, ln2W, ln2B, w1, b1, w2, b2;
+};
+Tensor transformerBlock(const Tensor& x, const TransformerBlockWeights& p, int64_t heads);
 
 /// One training step of issue 3's MLP: Linear(784, 1024)-ReLU-Linear(1024,
 /// 1024)-ReLU-Linear(1024, 10), crossEntropy against class labels,

@@ -7,7 +7,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <exception>
+#include <filesystem>
+#include <stdexcept>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -43,6 +46,34 @@ std::vector<const Workload*> select(const Options& options) {
   return out;
 }
 
+// Note [kiln-bench's kernel cache]: compile times are measured cold (no
+// kernel cached anywhere) and from the disk cache, so kiln-bench keeps its
+// kernels in a directory of its own, made fresh for the run and removed at
+// its end: emptying it between workloads (runWorkload) never touches the
+// user's ~/.cache/kiln, and no earlier run makes a cold compile warm.
+class PrivateKernelCache {
+ public:
+  PrivateKernelCache() {
+    std::error_code ec;
+    std::filesystem::path base = std::filesystem::temp_directory_path(ec);
+    if (ec) base = "/tmp";
+    std::string pattern = (base / "kiln-bench-cache-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr)
+      throw std::runtime_error(fmt::format("cannot make a kernel cache directory {}", pattern));
+    dir_ = pattern;
+    setenv("KILN_CACHE_DIR", dir_.c_str(), 1);  // before the disk cache's first use
+  }
+  ~PrivateKernelCache() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  PrivateKernelCache(const PrivateKernelCache&) = delete;
+  PrivateKernelCache& operator=(const PrivateKernelCache&) = delete;
+
+ private:
+  std::filesystem::path dir_;
+};
+
 int run(const Options& options) {
   std::vector<const Workload*> selected = select(options);
   if (options.list) {
@@ -70,6 +101,7 @@ int run(const Options& options) {
                                  : "OpenBLAS's own (KILN_BLAS_THREADING=blas)");
   RunPolicy policy;
   policy.repeats = options.repeats;
+  PrivateKernelCache kernelCache;
   // PyTorch is started before kiln measures anything (importing torch takes
   // seconds of CPU) and measures each workload after kiln has, so that the
   // two never run at once.

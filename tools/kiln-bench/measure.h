@@ -61,8 +61,14 @@ struct Result {
   int eagerRuns = 0, compiledRuns = 0;
   double eagerMs = 0, compiledMs = 0;             ///< medians of the timed calls
   double eagerFirstMs = 0;                        ///< first eager call (compiles one-op kernels)
-  double compileMs = 0;                           ///< first compiled call: trace, passes, codegen, one run
+  double compileMs = 0;                           ///< first compiled call, cold: trace, passes, codegen, one run
   double kernelCompileMs = 0;                     ///< of compileMs, time in the kernel compiler (LLVM)
+  double compileMsCached = 0;  ///< first compiled call again, kernels from the disk cache (memory cache empty)
+  double kernelCompileMsCached = 0;  ///< of compileMsCached, time loading kernels from the disk cache
+  /// The allocator's peak during the timed calls of each side, above what
+  /// was allocated when they began (inputs, state): what one call needs for
+  /// its outputs and intermediates. -1: not measured.
+  int64_t peakBytesEager = -1, peakBytesCompiled = -1;
   int64_t kernelsEager = 0, kernelsCompiled = 0;  ///< kernel launches per call
   int64_t copyBytes = 0;                          ///< size of the yardstick's copy
   std::vector<double> copySamplesGbps;            ///< each yardstick copy, GB/s
@@ -93,6 +99,10 @@ int64_t tensorBytes(const std::vector<Tensor>& tensors);
 /// Runs one workload eagerly and compiled and measures both, with copy
 /// samples before, between and after the timed calls. A skipped workload
 /// (Workload::skipped) is not run: its result has the reason and no numbers.
+/// The compiled side is compiled twice: cold (the in-memory kernel cache
+/// and the disk cache emptied first), then from the disk cache (the
+/// in-memory one emptied); kiln-bench points the disk cache at a directory
+/// of its own (KILN_CACHE_DIR, see main.cpp), which this empties.
 Result runWorkload(const Workload& w, const RunPolicy& policy);
 
 }  // namespace kiln::bench

@@ -57,6 +57,11 @@ std::string cell(double v, const char* spec = "{:.2f}") {
   return std::isfinite(v) ? fmt::format(fmt::runtime(spec), v) : std::string("-");
 }
 
+// Bytes as MiB, "-" when not measured (negative).
+std::string mibCell(int64_t bytes) {
+  return bytes < 0 ? std::string("-") : fmt::format("{:.2f}", static_cast<double>(bytes) / (1 << 20));
+}
+
 struct Column {
   const char* header;
   std::function<std::string(const Result&)> value;  ///< right-aligned under the header
@@ -73,7 +78,10 @@ std::vector<Column> columns(bool torch) {
       {"% of copy", [](const Result& r) { return cell(r.percentOfCopy(), "{:.1f}%"); }},
       {"kernels eager", [](const Result& r) { return r.skipped.empty() ? std::to_string(r.kernelsEager) : "-"; }},
       {"kernels compiled", [](const Result& r) { return r.hasCompiled ? std::to_string(r.kernelsCompiled) : "-"; }},
-      {"compile ms", [](const Result& r) { return cell(r.compileMs, "{:.1f}"); }},
+      {"peak MiB eager", [](const Result& r) { return mibCell(r.peakBytesEager); }},
+      {"peak MiB compiled", [](const Result& r) { return mibCell(r.peakBytesCompiled); }},
+      {"compile cold ms", [](const Result& r) { return cell(r.compileMs, "{:.1f}"); }},
+      {"compile cached ms", [](const Result& r) { return cell(r.compileMsCached, "{:.1f}"); }},
       // Compute-bound workloads (Workload::flops) only.
       {"eager GFLOP/s", [](const Result& r) { return cell(r.flops > 0 ? r.eagerGflops() : NAN, "{:.1f}"); }},
       {"compiled GFLOP/s", [](const Result& r) { return cell(r.flops > 0 ? r.compiledGflops() : NAN, "{:.1f}"); }},
@@ -160,6 +168,12 @@ std::string toJson(const Machine& machine, const std::vector<Result>& results) {
     field("kernels_eager", count(r.kernelsEager));
     field("kernels_compiled", r.hasCompiled ? count(r.kernelsCompiled) : "null");
     field("compile_ms", num(r.compileMs));
+    field("compile_ms_cold", num(r.compileMs));
+    field("compile_ms_cached", num(r.compileMsCached));
+    field("kernel_compile_ms_cached", num(r.kernelCompileMsCached));
+    auto bytes = [](int64_t b) { return b < 0 ? std::string("null") : std::to_string(b); };
+    field("peak_bytes_eager", bytes(r.peakBytesEager));
+    field("peak_bytes_compiled", bytes(r.peakBytesCompiled));
     field("kernel_compile_ms", num(r.kernelCompileMs));
     field("eager_first_ms", num(r.eagerFirstMs));
     field("input_bytes", count(r.inputBytes));

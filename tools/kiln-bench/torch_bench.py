@@ -75,6 +75,32 @@ def layer_norm(x, w, b):
     return F.layer_norm(x, w.shape, w, b, LAYER_NORM_EPS)
 
 
+def relu_dropout_layernorm_train(x, w, b, g):
+    # kiln's model: leaves made from the inputs, y.backward(g), y and the
+    # three gradients returned.
+    x, w, b = (t.detach().requires_grad_() for t in (x, w, b))
+    y = layer_norm(F.dropout(torch.relu(x), DROPOUT_P, training=True), w, b)
+    y.backward(g)
+    return y, x.grad, w.grad, b.grad
+
+
+TRANSFORMER_HEADS = 8
+
+
+def transformer_block(x, ln1_w, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_w, ln2_b, w1, b1, w2, b2):
+    # Pre-LN, no mask, exact GELU; per-head attention as batched matmuls, as
+    # kiln's tools::transformerBlock (not F.scaled_dot_product_attention, so
+    # that both run the same ops).
+    seq, d = x.shape
+    dh = d // TRANSFORMER_HEADS
+    qkv = F.linear(layer_norm(x, ln1_w, ln1_b), w_qkv, b_qkv)
+    q, k, v = (qkv[:, i * d:(i + 1) * d].view(seq, TRANSFORMER_HEADS, dh).transpose(0, 1) for i in range(3))
+    attn = torch.softmax(torch.matmul(q, k.transpose(1, 2)) * (1.0 / dh**0.5), -1)
+    o = torch.matmul(attn, v).transpose(0, 1).reshape(seq, d)
+    h = x + F.linear(o, w_o, b_o)
+    return h + F.linear(F.gelu(F.linear(layer_norm(h, ln2_w, ln2_b), w1, b1)), w2, b2)
+
+
 # name -> function(list of input tensors) -> callable of no arguments that
 # runs one call of the workload. A workload with state (the MLP and its
 # optimizer) builds it here, once per side, so that eager and compiled do
@@ -125,6 +151,9 @@ WORKLOADS = {
         lambda x, w1, b1, w2, b2, w3, b3: F.linear(torch.relu(F.linear(torch.relu(F.linear(x, w1, b1)), w2, b2)), w3, b3)
     ),
     "mlp_train_step": _mlp_train_step,
+    "relu_dropout_layernorm_train": _pure(relu_dropout_layernorm_train),
+    "bias_gelu": _pure(lambda x, b: F.gelu(x + b)),
+    "transformer_block": _pure(transformer_block),
 }
 
 

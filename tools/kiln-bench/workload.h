@@ -33,6 +33,13 @@ struct Workload {
   /// False: eager only, kiln::compile cannot run it yet (a training step,
   /// until issue 5); its compiled columns are "-".
   bool compiles = true;
+  /// For a workload with state (a training step's parameters and optimizer
+  /// state): puts it back to where it started. Called before the first eager
+  /// call and before each first compiled call (cold, cached), each of which
+  /// then starts from the default generator's state the first eager call
+  /// had, so that compiled results can be compared with eager ones. Unset:
+  /// no state.
+  std::function<void()> resetState;
   /// Floating-point operations of one call (a multiply-add counts two), for
   /// the GFLOP/s columns of compute-bound workloads; 0: not counted.
   double flops = 0;

@@ -64,11 +64,14 @@ Workload mlpTrainStep() {
     return std::vector<Tensor>{randn({MlpTrainStep::kBatch, MlpTrainStep::kIn}, gen),
                                fromVector(labels, {MlpTrainStep::kBatch})};
   };
+  // The model is made at the first call after resetState, from the default
+  // generator (which runWorkload sets to one state before each first call).
   auto step = std::make_shared<std::unique_ptr<MlpTrainStep>>();
   w.fn = [step](const std::vector<Tensor>& in) {
     if (!*step) *step = std::make_unique<MlpTrainStep>();
     return std::vector<Tensor>{(**step)(in[0], in[1])};
   };
+  w.resetState = [step] { step->reset(); };
   // The matmuls: forward F, the weights' gradients F, the activations'
   // gradients F less the first layer's (x needs none).
   const double forward = 2.0 * MlpTrainStep::kBatch *
@@ -77,6 +80,13 @@ Workload mlpTrainStep() {
   w.flops = 3 * forward - 2.0 * MlpTrainStep::kBatch * MlpTrainStep::kIn * MlpTrainStep::kHidden;
   w.compiles = false;
   return w;
+}
+// The matmuls of tools::transformerBlock (seq 512, d 512, 8 heads of 64,
+// MLP 2048): QKV, q·kᵀ and p·v over the heads, the output projection, the
+// MLP's two.
+double transformerBlockFlops() {
+  const double s = 512, d = 512, f = 2048;
+  return 2 * s * d * 3 * d + 2 * (2 * s * s * d) + 2 * s * d * d + 2 * (2 * s * d * f);
 }
 }  // namespace
 
@@ -94,6 +104,11 @@ const std::vector<Workload>& workloads() {
       // built is pending(...) until the op lands.
       fromModel("relu_dropout"),            // relu -> dropout on f32[8192,1024]: Philox per element, one kernel
       fromModel("relu_dropout_layernorm"),  // relu -> dropout -> layer norm over rows of f32[8192,1024]
+      // Issue 5's: forward and backward of the same, a bias + GELU epilogue,
+      // a transformer block (6 matmuls, 4 of them batched per head).
+      fromModel("relu_dropout_layernorm_train"),  // 1 kernel per row + 1 over the columns compiled
+      fromModel("bias_gelu"),                     // gelu(x + b), x f32[4096,4096]
+      fromModel("transformer_block", transformerBlockFlops()),
       mlpTrainStep(),  // forward, crossEntropy, backward, AdamW: eager only until issue 5
   };
   return table;

@@ -1,0 +1,94 @@
+// The memory plan of codegen/plan_memory.h: greedy best fit over the steps.
+#include "codegen/plan_memory.h"
+
+#include <algorithm>
+#include <limits>
+#include <variant>
+#include <vector>
+
+#include "runtime/error.h"
+
+namespace kiln::codegen {
+
+// Note [The memory plan is made over steps]
+// DESIGN.md §5 lists plan-memory among the graph passes, but which values
+// get a buffer is decided in codegen, not in the graph: a view read only by
+// library calls aliases its input's slot (Note [Library calls read views]),
+// a fusion's body values live in registers, a multi-result fusion writes
+// several slots in one step, a cat writes one slot in several steps, and
+// graph inputs are bound where the caller's views start. A graph pass would
+// have to predict all of that and drift from it; the Executable's steps
+// state it exactly (the slots each step names, in the order they run). So
+// the plan is computed here, over the steps, after compileGraph has laid
+// out its slots, and compileGraph always applies it: kiln::compile and
+// eager one-op programs (which have no intermediates) alike.
+
+namespace {
+struct Lifetime {
+  int first = std::numeric_limits<int>::max();
+  int last = -1;
+};
+
+const std::vector<int>& stepSlots(const runtime::Step& step) {
+  if (const auto* k = std::get_if<runtime::KernelStep>(&step)) return k->slots;
+  return std::get<runtime::LibraryStep>(step).slots;
+}
+}  // namespace
+
+MemoryPlanStats planMemory(runtime::Executable& exe) {
+  const size_t n = exe.slots.size();
+  std::vector<bool> planned(n, true);
+  for (int s : exe.inputSlots) planned[s] = false;
+  for (int s : exe.outputSlots) planned[s] = false;
+
+  std::vector<Lifetime> life(n);
+  for (int i = 0; i < static_cast<int>(exe.steps.size()); ++i) {
+    for (int s : stepSlots(exe.steps[i])) {
+      KILN_ASSERT(s >= 0 && static_cast<size_t>(s) < n, "step {} names slot {} of {}", i, s, n);
+      life[s].first = std::min(life[s].first, i);
+      life[s].last = std::max(life[s].last, i);
+    }
+  }
+  std::vector<int> order;
+  for (size_t s = 0; s < n; ++s)
+    if (planned[s] && life[s].last >= 0) order.push_back(static_cast<int>(s));
+  // By first step; among slots born in one step, the larger first, so that
+  // it gets the pick of the free buffers.
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    if (life[a].first != life[b].first) return life[a].first < life[b].first;
+    return exe.slots[a].bytes > exe.slots[b].bytes;
+  });
+
+  MemoryPlanStats stats;
+  exe.slotBuffers.assign(n, -1);
+  exe.buffers.clear();
+  std::vector<int> busyUntil;  // per buffer: the last step of the slots in it
+  for (int s : order) {
+    const runtime::SlotSpec& spec = exe.slots[s];
+    // A buffer is free for slot s when every slot in it died before s's
+    // first step: one step never sees two slots in one buffer.
+    int best = -1, largest = -1;
+    for (int b = 0; b < static_cast<int>(exe.buffers.size()); ++b) {
+      if (busyUntil[b] >= life[s].first || !(exe.buffers[b].device == spec.device)) continue;
+      const size_t size = exe.buffers[b].bytes;
+      if (size >= spec.bytes && (best < 0 || size < exe.buffers[best].bytes)) best = b;
+      if (largest < 0 || size > exe.buffers[largest].bytes) largest = b;
+    }
+    if (best < 0) best = largest;
+    if (best < 0) {
+      exe.buffers.push_back({spec.bytes, spec.device});
+      busyUntil.push_back(-1);
+      best = static_cast<int>(exe.buffers.size()) - 1;
+    }
+    exe.buffers[best].bytes = std::max(exe.buffers[best].bytes, spec.bytes);
+    busyUntil[best] = life[s].last;
+    exe.slotBuffers[s] = best;
+    stats.slots++;
+    stats.bytesBefore += spec.bytes;
+  }
+  stats.buffers = static_cast<int>(exe.buffers.size());
+  for (const runtime::SlotSpec& b : exe.buffers) stats.bytesAfter += b.bytes;
+  return stats;
+}
+
+}  // namespace kiln::codegen

@@ -1,0 +1,39 @@
+// plan-memory (DESIGN.md §5, §7): the memory plan of an Executable.
+//
+// Intermediates whose lifetimes do not overlap share one buffer, so a
+// program allocates about as much as it keeps live at once instead of one
+// buffer per value. The plan is made over the Executable's steps, not over
+// the graph (Note [The memory plan is made over steps]), and compileGraph()
+// applies it to every executable it makes.
+//
+// A slot's lifetime is the range of steps that name it, from its first to
+// its last (a view read by a library call names its input's slot, with an
+// offset, so views live as long as what they view; a cat's pieces all name
+// the one result slot). Slots are taken in the order of their first step;
+// a slot gets the smallest free buffer of its device that is big enough
+// (best fit), else the largest free one of its device, grown to fit, else a
+// new buffer. A buffer is free again after the last step of every slot in
+// it. Two slots named by one step never share (a kernel's parameters are
+// `noalias`), and program inputs and outputs are never planned: inputs are
+// the caller's, outputs are handed back to it.
+#pragma once
+
+#include <cstddef>
+
+#include "runtime/executable.h"
+
+namespace kiln::codegen {
+
+struct MemoryPlanStats {
+  int slots = 0;             ///< intermediate slots planned
+  int buffers = 0;           ///< shared buffers they live in
+  size_t bytesBefore = 0;    ///< bytes of those slots, one buffer each
+  size_t bytesAfter = 0;     ///< bytes of the shared buffers
+};
+
+/// Fills exe.slotBuffers and exe.buffers (replacing any plan). An
+/// intermediate slot that no step names is left out of the plan (a buffer
+/// of its own).
+MemoryPlanStats planMemory(runtime::Executable& exe);
+
+}  // namespace kiln::codegen
