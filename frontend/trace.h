@@ -35,7 +35,10 @@
 // that later reads in the trace see it, and the program returns it as an
 // extra output that each call writes back (TraceWrite): into the tensor's
 // elements (or, when nothing else sees its storage, by taking the new
-// storage), or into the leaf's .grad. An eager tensor written in place is
+// storage), or into the leaf's .grad. The extra outputs follow the
+// results: written tensors in the order the trace first read or wrote each,
+// then assigned gradients in the order it first touched each. An eager
+// tensor written in place is
 // bumped a version at trace time, so that autograd's saved-tensor check
 // fires as it would eagerly. Reading another view of storage the trace wrote
 // is an error (the program could not keep the two coherent); tensors with

@@ -4,6 +4,8 @@
 // what is inspected is what is measured.
 #pragma once
 
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -61,10 +63,14 @@ Tensor transformerBlock(const Tensor& x, const TransformerBlockWeights& p, int64
 /// 1024)-ReLU-Linear(1024, 10), crossEntropy against class labels,
 /// backward(), then an AdamW step (PyTorch's defaults: lr 1e-3, weight decay
 /// 1e-2) on parameters and optimizer state kept in the object. kiln-bench's
-/// `mlp_train_step`; with issue 5 it becomes `irdump --example mlp_train_step`.
+/// `mlp_train_step` and `irdump --example mlp_train_step`; it compiles whole
+/// (docs/compile.md).
 class MlpTrainStep {
  public:
   static constexpr int64_t kIn = 784, kHidden = 1024, kClasses = 10, kBatch = 256;
+  /// Makes the model (initialized from the default generator) and its
+  /// optimizer eagerly, also when called while kiln::compile traces: they
+  /// are state that outlives any trace.
   MlpTrainStep();
   /// One step on x f32[N,784] and labels i64[N] in [0, 10); returns the loss
   /// (computed before the update).
@@ -73,8 +79,8 @@ class MlpTrainStep {
   static std::vector<ir::TensorType> inputTypes();
 
  private:
-  nn::Sequential model_;
-  optim::AdamW optimizer_;
+  std::optional<nn::Sequential> model_;
+  std::unique_ptr<optim::AdamW> optimizer_;
 };
 
 }  // namespace kiln::tools

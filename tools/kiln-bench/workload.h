@@ -30,8 +30,8 @@ struct Workload {
   /// for compiled. It may keep state between calls (a training step's
   /// parameters).
   std::function<std::vector<Tensor>(const std::vector<Tensor>&)> fn;
-  /// False: eager only, kiln::compile cannot run it yet (a training step,
-  /// until issue 5); its compiled columns are "-".
+  /// False: eager only, kiln::compile cannot run it yet; its compiled
+  /// columns are "-".
   bool compiles = true;
   /// For a workload with state (a training step's parameters and optimizer
   /// state): puts it back to where it started. Called before the first eager
