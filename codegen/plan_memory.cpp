@@ -1,6 +1,8 @@
 // The memory plan of codegen/plan_memory.h: greedy best fit over the steps.
 #include "codegen/plan_memory.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <limits>
 #include <variant>
@@ -33,6 +35,18 @@ const std::vector<int>& stepSlots(const runtime::Step& step) {
   if (const auto* k = std::get_if<runtime::KernelStep>(&step)) return k->slots;
   return std::get<runtime::LibraryStep>(step).slots;
 }
+
+std::vector<Lifetime> lifetimes(const runtime::Executable& exe) {
+  std::vector<Lifetime> life(exe.slots.size());
+  for (int i = 0; i < static_cast<int>(exe.steps.size()); ++i) {
+    for (int s : stepSlots(exe.steps[i])) {
+      KILN_ASSERT(s >= 0 && static_cast<size_t>(s) < life.size(), "step {} names slot {} of {}", i, s, life.size());
+      life[s].first = std::min(life[s].first, i);
+      life[s].last = std::max(life[s].last, i);
+    }
+  }
+  return life;
+}
 }  // namespace
 
 MemoryPlanStats planMemory(runtime::Executable& exe) {
@@ -41,14 +55,7 @@ MemoryPlanStats planMemory(runtime::Executable& exe) {
   for (int s : exe.inputSlots) planned[s] = false;
   for (int s : exe.outputSlots) planned[s] = false;
 
-  std::vector<Lifetime> life(n);
-  for (int i = 0; i < static_cast<int>(exe.steps.size()); ++i) {
-    for (int s : stepSlots(exe.steps[i])) {
-      KILN_ASSERT(s >= 0 && static_cast<size_t>(s) < n, "step {} names slot {} of {}", i, s, n);
-      life[s].first = std::min(life[s].first, i);
-      life[s].last = std::max(life[s].last, i);
-    }
-  }
+  const std::vector<Lifetime> life = lifetimes(exe);
   std::vector<int> order;
   for (size_t s = 0; s < n; ++s)
     if (planned[s] && life[s].last >= 0) order.push_back(static_cast<int>(s));
@@ -89,6 +96,45 @@ MemoryPlanStats planMemory(runtime::Executable& exe) {
   stats.buffers = static_cast<int>(exe.buffers.size());
   for (const runtime::SlotSpec& b : exe.buffers) stats.bytesAfter += b.bytes;
   return stats;
+}
+
+std::string describeMemoryPlan(const runtime::Executable& exe) {
+  const std::vector<Lifetime> life = lifetimes(exe);
+  auto lived = [&](int s) {
+    return life[s].last < 0 ? std::string("no step") : fmt::format("steps {}-{}", life[s].first, life[s].last);
+  };
+  std::vector<std::string> role(exe.slots.size());
+  for (size_t i = 0; i < exe.inputSlots.size(); ++i) role[exe.inputSlots[i]] += fmt::format(" input {}", i);
+  for (size_t i = 0; i < exe.outputSlots.size(); ++i) role[exe.outputSlots[i]] += fmt::format(" output {}", i);
+  size_t before = 0, planned = 0;
+  for (size_t s = 0; s < exe.slots.size(); ++s)
+    if (!exe.slotBuffers.empty() && exe.slotBuffers[s] >= 0) before += exe.slots[s].bytes, ++planned;
+  size_t after = 0;
+  for (const runtime::SlotSpec& b : exe.buffers) after += b.bytes;
+  std::string out = fmt::format("memory plan: {} intermediates in {} buffers, {} bytes -> {} bytes\n", planned,
+                                exe.buffers.size(), before, after);
+  for (size_t b = 0; b < exe.buffers.size(); ++b) {
+    std::string slots;
+    for (size_t s = 0; s < exe.slots.size(); ++s)
+      if (exe.slotBuffers[s] == static_cast<int>(b))
+        slots += fmt::format("{}slot {} ({} bytes, {})", slots.empty() ? "" : ", ", s, exe.slots[s].bytes, lived(s));
+    out += fmt::format("  buffer {}: {} bytes @{}: {}\n", b, exe.buffers[b].bytes, exe.buffers[b].device.str(), slots);
+  }
+  for (size_t s = 0; s < exe.slots.size(); ++s) {
+    if (!exe.slotBuffers.empty() && exe.slotBuffers[s] >= 0) continue;
+    out += fmt::format("  slot {}: {} bytes @{}, {}:{}\n", s, exe.slots[s].bytes, exe.slots[s].device.str(), lived(s),
+                       role[s].empty() ? " own buffer" : role[s]);
+  }
+  for (size_t i = 0; i < exe.steps.size(); ++i) {
+    const runtime::Step& step = exe.steps[i];
+    const std::string& name = std::holds_alternative<runtime::KernelStep>(step)
+                                  ? std::get<runtime::KernelStep>(step).name
+                                  : std::get<runtime::LibraryStep>(step).name;
+    std::string slots;
+    for (int s : stepSlots(step)) slots += fmt::format("{}{}", slots.empty() ? "" : " ", s);
+    out += fmt::format("step {} {}: slots {}\n", i, name, slots);
+  }
+  return out;
 }
 
 }  // namespace kiln::codegen

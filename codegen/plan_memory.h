@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "runtime/executable.h"
 
@@ -35,5 +36,12 @@ struct MemoryPlanStats {
 /// intermediate slot that no step names is left out of the plan (a buffer
 /// of its own).
 MemoryPlanStats planMemory(runtime::Executable& exe);
+
+/// The plan of `exe` as text, for `irdump --emit=memory-plan`: each shared
+/// buffer with its size, device and the slots in it (with the steps each
+/// lives over), the inputs, outputs and slots outside the plan, then each
+/// step with the slots it names. Slots are numbered as compileGraph lays
+/// them out: the graph's inputs, then each node's results in order.
+std::string describeMemoryPlan(const runtime::Executable& exe);
 
 }  // namespace kiln::codegen

@@ -4,6 +4,7 @@
 //   irdump --example chain8 --passes=fuse-elementwise --print-ir-after-all
 //   irdump --example bias_relu --passes=fuse-elementwise --emit=llvm
 //   irdump FILE.kir --verify-diagnostics
+//   irdump --example mlp --passes=fuse-elementwise --emit=memory-plan
 //
 // Input is a .kir file ('-' or nothing: standard input) cut into chunks at
 // `// -----` lines, each parsed, verified and processed on its own, or a
@@ -52,7 +53,7 @@ struct Options {
   std::string dotPng;
 };
 
-constexpr const char* kEmits[] = {"ir", "kernel", "llvm", "llvm-opt", "cuda"};
+constexpr const char* kEmits[] = {"ir", "kernel", "llvm", "llvm-opt", "cuda", "memory-plan"};
 
 void printHelp() {
   std::cout << "usage: irdump [FILE.kir | - | --example NAME] [options]\n"
@@ -71,9 +72,11 @@ void printHelp() {
                "  --print-ir-after=P,...    print the IR after each run of these passes\n"
                "  --verify-each             verify the graph after every pass\n"
                "  --verify-diagnostics      check `// expected-error@+N {{...}}` lines against the errors\n"
-               "  --emit=ir|kernel|llvm|llvm-opt|cuda\n"
+               "  --emit=ir|kernel|llvm|llvm-opt|cuda|memory-plan\n"
                "                            what to print: the IR (default), each fusion node's kernel,\n"
-               "                            its LLVM IR before or after O3, or its CUDA C\n"
+               "                            its LLVM IR before or after O3, its CUDA C, or the program\n"
+               "                            compileGraph makes, with its memory plan (which intermediates\n"
+               "                            share a buffer; the graph must be fused)\n"
                "  --dot                     print the graph as Graphviz, fusion nodes as clusters\n"
                "  --dot-png FILE            render that drawing to FILE with Graphviz `dot`\n"
                "  --remarks                 print why each pair of ops was fused or not\n"
@@ -171,7 +174,7 @@ bool parseArgs(int argc, char** argv, Options& o) {
     return false;
   }
   if (std::find(std::begin(kEmits), std::end(kEmits), o.emit) == std::end(kEmits)) {
-    std::cerr << "irdump: unknown --emit=" << o.emit << "; expected ir, kernel, llvm, llvm-opt or cuda\n";
+    std::cerr << "irdump: unknown --emit=" << o.emit << "; expected ir, kernel, llvm, llvm-opt, cuda or memory-plan\n";
     return false;
   }
   if (o.verifyDiagnostics && !o.example.empty()) {
@@ -240,6 +243,8 @@ void processGraph(ir::Graph& g, const Options& o) {
     if (!o.dotPng.empty()) renderPng(dot, o.dotPng);
   } else if (o.emit == "ir") {
     if (!o.printAfterAll) std::cout << ir::printGraph(g);
+  } else if (o.emit == "memory-plan") {
+    std::cout << codegen::describeMemoryPlan(codegen::compileGraph(g));
   } else {
     emitKernels(g, o.emit);
   }
