@@ -37,6 +37,12 @@ std::string renderLlvmIr(const Kernel& kernel, bool optimized = false);
 /// and kiln::Error naming the kernel when LLVM fails.
 CompiledCpuKernel compileCpuKernel(const Kernel& kernel);
 
+/// The disk-cache key of `kernel` without rendering it: the target
+/// description, the pipeline, kiln's build ID (codegen/build_id.h) and the
+/// kernel's signature; empty when the build has no build ID (then
+/// compileCpuKernel keys on the rendered IR).
+std::string cpuKernelCacheKey(const Kernel& kernel);
+
 /// "LLVM 19.1.x", the target triple, the host CPU name and its features
 /// ("+avx2,+fma,-avx512f,..."): what compiled code depends on besides the
 /// kernel itself, so that a disk cache can key on it.

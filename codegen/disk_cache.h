@@ -4,9 +4,10 @@
 //
 // Entries are keyed by a string that holds everything the compiled code
 // depends on — for CPU kernels, the target description (LLVM version, triple,
-// CPU, features), the pipeline and the kernel's unoptimized LLVM IR — so a
-// change to any of them, including kiln's renderers, is a different entry,
-// never a stale one. A file is named by a 64-bit hash of its key and holds
+// CPU, features), the pipeline, and kiln's build ID with the kernel's
+// signature (or, without a build ID, the kernel's unoptimized LLVM IR) — so
+// a change to any of them, including kiln's renderers, is a different
+// entry, never a stale one. (A rebuild of kiln misses every entry.) A file is named by a 64-bit hash of its key and holds
 // the whole key (a hash collision is a miss, not a wrong kernel), the
 // payload and a checksum of both: a truncated or corrupt entry is detected,
 // counted, removed, and the kernel compiled again. Writes go to a temporary

@@ -14,8 +14,9 @@
 // TargetMachine settings the JIT uses, stores it, and links it into the JIT;
 // a hit links the stored object, skipping the optimizer and instruction
 // selection. Both paths run the same bytes. The key holds the target
-// description, the pipeline and the unoptimized IR, so kiln's renderers can
-// change without stale entries.
+// description, the pipeline, and kiln's build ID with the kernel's signature
+// (or, in a build without an ID, the unoptimized IR), so kiln's renderers
+// can change without stale entries (Note [Disk keys without rendering]).
 //
 // The TargetMachine uses FPOpFusion::Strict, and the IR carries no fast-math
 // flags, so neither the optimizer nor instruction selection forms an FMA
@@ -46,6 +47,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/build_id.h"
 #include "codegen/cpu_compiler.h"
 #include "codegen/disk_cache.h"
 #include "codegen/llvm_module.h"
@@ -212,22 +214,42 @@ CompiledCpuKernel linkLocked(Jit& jit, const std::string& object, const std::str
 }  // namespace
 }  // namespace llvmcg
 
+std::string cpuKernelCacheKey(const Kernel& kernel) {
+  const std::string& build = codegenBuildId();
+  if (build.empty()) return {};
+  // The name too: it is the symbol the object file defines.
+  return cpuTargetDescription() + "\n" + llvmcg::kPipeline + "\nkiln build " + build + "\n" + kernel.str();
+}
+
 CompiledCpuKernel compileCpuKernel(const Kernel& kernel) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   llvmcg::validateKernel(kernel);
   llvmcg::Jit& jit = llvmcg::Jit::get();
 
-  auto context = std::make_unique<llvm::LLVMContext>();
-  std::unique_ptr<llvm::Module> module = llvmcg::renderModule(kernel, *context);
-  std::string key = cpuTargetDescription() + "\n" + llvmcg::kPipeline + "\n";
-  llvm::raw_string_ostream keyOut(key);
-  module->print(keyOut, nullptr);
-  keyOut.flush();
+  // Note [Disk keys without rendering]: the signature says everything the
+  // renderers read and the build ID which renderers read it, so a build
+  // with an ID looks kernels up without rendering them (a hit costs the
+  // file read and the link). Without one, the key is the rendered IR.
+  std::unique_ptr<llvm::LLVMContext> context;
+  std::unique_ptr<llvm::Module> module;
+  auto render = [&] {
+    context = std::make_unique<llvm::LLVMContext>();
+    module = llvmcg::renderModule(kernel, *context);
+  };
+  std::string key = cpuKernelCacheKey(kernel);
+  if (key.empty()) {
+    render();
+    key = cpuTargetDescription() + "\n" + llvmcg::kPipeline + "\n";
+    llvm::raw_string_ostream keyOut(key);
+    module->print(keyOut, nullptr);
+    keyOut.flush();
+  }
 
   DiskCache& disk = DiskCache::instance();
   std::optional<std::string> object = disk.load(key);
   const bool fromDisk = object.has_value();
+  if (!fromDisk && !module) render();  // outside the lock: each kernel has its own context
   std::lock_guard<std::mutex> lock(jit.mutex);
   if (!fromDisk) {
     object = llvmcg::emitObjectLocked(jit, *module, kernel.name);

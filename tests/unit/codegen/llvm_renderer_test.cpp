@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "codegen/build_id.h"
 #include "codegen/cpu_compiler.h"
 #include "codegen/kernel.h"
 #include "ir/scalar_eval.h"
@@ -426,6 +427,30 @@ TEST(LlvmRenderer, TargetDescriptionNamesLlvmAndTheCpu) {
   EXPECT_EQ(d.rfind("LLVM 19.", 0), 0u) << d;
   EXPECT_NE(d.find('+'), std::string::npos) << d;  // some enabled feature
   EXPECT_EQ(d, cpuTargetDescription());
+}
+
+}  // namespace
+}  // namespace kiln::codegen
+
+namespace kiln::codegen {
+namespace {
+
+TEST(DiskKeys, ABuildWithAnIdKeysKernelsBySignatureWithoutRendering) {
+  // This build is linked with a GNU build ID (Debian's default): 20 bytes
+  // of SHA-1 as hex.
+  const std::string& id = codegenBuildId();
+  ASSERT_EQ(id.size(), 40u) << id;
+  EXPECT_EQ(id.find_first_not_of("0123456789abcdef"), std::string::npos) << id;
+  const Kernel k = validKernel();
+  const std::string key = cpuKernelCacheKey(k);
+  EXPECT_EQ(key.rfind(cpuTargetDescription() + "\n", 0), 0u) << key;
+  EXPECT_NE(key.find("kiln build " + id + "\n"), std::string::npos) << key;
+  EXPECT_NE(key.find(k.str()), std::string::npos) << key;
+  // Kernels that differ in anything the renderers read differ in key.
+  Kernel other = k;
+  other.params[0].inner = InnerStride::any;
+  EXPECT_NE(cpuKernelCacheKey(other), key);
+  EXPECT_EQ(cpuKernelCacheKey(validKernel()), key);
 }
 
 }  // namespace
