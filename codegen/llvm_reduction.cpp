@@ -516,17 +516,6 @@ class ReductionRenderer {
       if (!draws_.empty() && draws_[static_cast<size_t>(i)] && !plan.load[static_cast<size_t>(i)]) grouped.push_back(i);
     auto drawRun = [&](const std::vector<llvm::Value*>& rowBase, llvm::Value* n) {
       drawAt_.assign(k_.body.size(), nullptr);
-      // The run's contiguous loads, fetched from memory while the groups are drawn.
-      std::vector<bool> fetched(static_cast<size_t>(k_.numParams()), false);
-      for (int i : plan.todo) {
-        const ScalarInstr& in = k_.body[static_cast<size_t>(i)];
-        if (in.kind != ScalarInstr::Kind::load || plan.load[static_cast<size_t>(i)] || fetched[in.param]) continue;
-        const KernelParam& param = k_.params[static_cast<size_t>(in.param)];
-        if (param.outer || param.inner != InnerStride::one) continue;
-        fetched[in.param] = true;
-        emitPrefetchRun(ir_, fn_, param.dtype, fn_->getArg(static_cast<unsigned>(in.param)), rowBase[in.param], n,
-                        tag + ".p" + std::to_string(in.param));
-      }
       for (int i : grouped) {
         const ScalarInstr& in = k_.body[static_cast<size_t>(i)];
         auto invariant = [&](int o) {

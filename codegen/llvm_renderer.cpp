@@ -172,11 +172,6 @@ class KernelRenderer {
           ir_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, ir_.getInt64(kDrawStrip), ir_.CreateSub(n, s), nullptr, "m");
       stripBegin = s;
       stripEnd = ir_.CreateNSWAdd(s, m, "s.end");
-      // The strip's contiguous inputs, fetched from memory while the groups are drawn.
-      for (int p = 0; p < numParams; ++p)
-        if (!k_.params[p].output && k_.params[p].inner == InnerStride::one)
-          emitPrefetchRun(ir_, fn, k_.params[p].dtype, fn->getArg(static_cast<unsigned>(p)),
-                          ir_.CreateNSWAdd(base[p], s), m, "p" + std::to_string(p));
       for (size_t i = 0; i < k_.body.size(); ++i) {
         if (!draws_[i]) continue;
         const ScalarInstr& in = k_.body[i];
