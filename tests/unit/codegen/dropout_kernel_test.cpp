@@ -6,6 +6,7 @@
 // every float dtype.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "codegen/kernel.h"
 #include "codegen/nvrtc_compiler.h"
 #include "common/graph_builders.h"
+#include "frontend/kiln.h"
 #include "passes/passes.h"
 #include "runtime/allocator.h"
 #include "runtime/error.h"
@@ -211,6 +213,32 @@ TEST(DropoutKernel, DrawsByGroupsGiveTheReferenceForEverySplitAndStrip) {
     for (size_t i = 0; i < out.size(); ++i)
       ASSERT_EQ(out[i], keeps(seed, offset, i, 0.3) ? x[i] * scale : 0.0f)
           << "element " << i << ", cuts at " << cuts[0];
+  }
+}
+
+TEST(DropoutKernel, AFusedLayerNormDrawsByGroupsFromRowsStartingAnywhereInAGroup) {
+  // relu -> dropout -> layer_norm compiled is one reduction kernel that
+  // draws each row's groups before the row (Note [Draws by groups of
+  // four]); with rows of a length that is not a multiple of 4, rows start
+  // at every index mod 4 and end mid-group. Compiled must equal eager (whose
+  // one-op dropout kernel tests/unit/frontend/dropout_test.cpp checks
+  // against the reference) bit for bit, on every call.
+  for (int64_t cols : {5, 67, 1001, 1026}) {
+    Generator data(cols);
+    const Tensor x = randn({33, cols}, data), w = randn({cols}, data), b = randn({cols}, data);
+    Generator eagerGen(77), compiledGen(77);
+    auto model = [cols](const Tensor& x, const Tensor& w, const Tensor& b, Generator& gen) {
+      return layerNorm(dropout(relu(x), 0.3, true, gen), {cols}, w, b);
+    };
+    auto f = compile([&](const Tensor& x, const Tensor& w, const Tensor& b) { return model(x, w, b, compiledGen); });
+    for (int call = 0; call < 2; ++call) {
+      const std::vector<float> eager = model(x, w, b, eagerGen).toVector(), compiled = f(x, w, b).toVector();
+      ASSERT_EQ(eager.size(), compiled.size());
+      for (size_t i = 0; i < eager.size(); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(eager[i]), std::bit_cast<uint32_t>(compiled[i]))
+            << "rows of " << cols << ", call " << call << ", element " << i;
+    }
+    EXPECT_EQ(f.lastNumKernels(), 1) << f.lastGraph();
   }
 }
 
