@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <optional>
 #include <unordered_map>
 
@@ -33,6 +35,67 @@ bool readByLibraryCallsOnly(const ir::Value* v) {
   }
   return true;
 }
+// Note [Donated buffers]
+// A compiled training step returns each parameter's new value, which the
+// frontend writes back into the parameter (Note [Writes into eager state]
+// in frontend/trace.h). Given a fresh buffer, every parameter and moment
+// would be held twice at the end of a call. So the frontend donates the
+// input buffer (the parameter, as captured) to the output (its new value),
+// and the output is computed into it, in place, when all of this holds:
+// - the output is computed by an elementwise kernel (not a reduction, a
+//   library call or a cat), of the input's dtype and shape;
+// - that kernel reads the input through exactly one parameter, with the
+//   output's strides and no offset, so each element is loaded, then stored
+//   where it was loaded, in one iteration (the parameter becomes `inout`:
+//   one pointer, loaded and stored, so no two noalias pointers alias);
+// - the input, and any view of it, is read by no node after that kernel;
+// - neither is a graph output, and the output is returned once;
+// - no node of the graph can fail on its data (index_select and index_add
+//   check their indices when they run): a call that fails must leave its
+//   inputs as they were, and a donated one is written before the end.
+// Otherwise the output gets a buffer of its own, as without the donation.
+bool readAfter(const ir::Value* v, const std::unordered_map<const ir::Node*, size_t>& position, size_t at) {
+  for (const ir::Use& use : v->uses()) {
+    if (position.at(use.user) > at) return true;
+    if (ir::isViewOp(use.user->op()) && readAfter(use.user->output(), position, at)) return true;
+  }
+  return false;
+}
+
+/// Makes `lowered`'s output param for fusion result `result` store into its
+/// one param reading fusion input `input`, if their strides match (Note
+/// [Donated buffers]); returns whether it did.
+bool donateInPlace(LoweredKernel& lowered, int input, int result) {
+  Kernel& k = lowered.kernel;
+  int in = -1, out = -1;
+  for (int p = 0; p < k.numParams(); ++p) {
+    const ParamBinding& b = lowered.bindings[static_cast<size_t>(p)];
+    if (!b.output && b.index == input) {
+      if (in >= 0) return false;  // read through two parameters (x + x.t())
+      in = p;
+    }
+    if (b.output && b.index == result) out = p;
+  }
+  if (in < 0 || out < 0 || lowered.bindings[static_cast<size_t>(in)].offset != 0) return false;
+  if (k.params[in].dtype != k.params[out].dtype || k.params[in].inner != k.params[out].inner) return false;
+  const auto rank = static_cast<size_t>(k.rank);
+  std::vector<int64_t>& args = lowered.launch.args;
+  auto strides = [&](int p) { return args.begin() + static_cast<std::ptrdiff_t>(rank + static_cast<size_t>(p) * rank); };
+  if (!std::equal(strides(in), strides(in) + static_cast<std::ptrdiff_t>(rank), strides(out))) return false;
+  // Stores to `out` go to `in`; `out` goes away, with its strides.
+  k.params[in].inout = true;
+  for (ScalarInstr& s : k.body) {
+    if ((s.kind == ScalarInstr::Kind::store || s.kind == ScalarInstr::Kind::load) && s.param == out) s.param = in;
+    if ((s.kind == ScalarInstr::Kind::store || s.kind == ScalarInstr::Kind::load) && s.param > out) s.param--;
+  }
+  args.erase(strides(out), strides(out) + static_cast<std::ptrdiff_t>(rank));
+  k.params.erase(k.params.begin() + out);
+  lowered.bindings.erase(lowered.bindings.begin() + out);
+  const std::string prefix = k.name.substr(0, k.name.rfind('_'));
+  k.name = fmt::format("{}_{:08x}", prefix, k.hash() & 0xffffffffu);
+  return true;
+}
+
 }  // namespace
 
 bool supports(const ir::Node& node, std::string* why) {
@@ -99,7 +162,8 @@ bool supports(const ir::Node& node, std::string* why) {
   return no("unknown op");
 }
 
-runtime::Executable compileGraph(const ir::Graph& graph, std::span<const ir::Strides> inputStrides) {
+runtime::Executable compileGraph(const ir::Graph& graph, std::span<const ir::Strides> inputStrides,
+                                 std::span<const Donation> donations) {
   for (const ir::Node* n : graph.nodes()) {
     std::string why;
     KILN_CHECK(supports(*n, &why), "codegen: cannot run {} on the cpu backend: {}", ir::opName(n->op()), why);
@@ -124,6 +188,31 @@ runtime::Executable compileGraph(const ir::Graph& graph, std::span<const ir::Str
                  "codegen: a graph that returns a non-contiguous input ({} with strides {}) is not supported",
                  in->type().str(), ir::shapeStr(l.strides));
     layout.emplace(in, std::move(l));
+  }
+
+  // Note [Donated buffers]: which results may take which input's buffer.
+  std::unordered_map<const ir::Node*, size_t> position;
+  bool checksData = false;
+  for (const ir::Node* n : graph.nodes()) {
+    position.emplace(n, position.size());
+    checksData = checksData || n->op() == ir::Op::index_select || n->op() == ir::Op::index_add;
+  }
+  std::unordered_map<const ir::Value*, const ir::Value*> donor;  // result -> graph input
+  for (const Donation& d : checksData ? std::span<const Donation>() : donations) {
+    KILN_ASSERT(d.input >= 0 && d.input < graph.numInputs() && d.output >= 0 &&
+                    d.output < static_cast<int>(graph.outputs().size()),
+                "donation of input {} to output {} in a graph of {} inputs and {} outputs", d.input, d.output,
+                graph.numInputs(), graph.outputs().size());
+    const ir::Value* in = graph.input(d.input);
+    const ir::Value* out = graph.outputs()[static_cast<size_t>(d.output)];
+    const ir::Node* producer = out->node();
+    if (!producer || producer->op() != ir::Op::fusion || graph.isOutput(in) || donor.count(out)) continue;
+    if (std::count(graph.outputs().begin(), graph.outputs().end(), out) != 1) continue;
+    if (std::count(producer->inputs().begin(), producer->inputs().end(), in) != 1) continue;
+    if (in->type() != out->type() || readAfter(in, position, position.at(producer))) continue;
+    if (!inputStrides.empty() && !ir::isContiguous(in->type().shape, inputStrides[static_cast<size_t>(d.input)]))
+      continue;
+    donor.emplace(out, in);
   }
 
   for (const ir::Node* n : graph.nodes()) {
@@ -166,9 +255,21 @@ runtime::Executable compileGraph(const ir::Graph& graph, std::span<const ir::Str
       exe.steps.emplace_back(std::move(step));
       continue;
     }
+    std::vector<LoweredKernel> kernels = lowerKernels(*n, inputs);
     std::vector<int> outSlots;
-    for (const ir::Value* out : n->outputs()) outSlots.push_back(newSlot(out, out->type().numel()));
-    for (LoweredKernel& lowered : lowerKernels(*n, inputs)) {
+    for (int j = 0; j < n->numOutputs(); ++j) {
+      const ir::Value* out = n->output(j);
+      auto d = donor.find(out);
+      if (d != donor.end() && kernels.size() == 1 && !kernels[0].kernel.isReduction()) {
+        const auto it = std::find(n->inputs().begin(), n->inputs().end(), d->second);
+        if (donateInPlace(kernels[0], static_cast<int>(it - n->inputs().begin()), j)) {
+          outSlots.push_back(slot[out] = slot.at(d->second));
+          continue;
+        }
+      }
+      outSlots.push_back(newSlot(out, out->type().numel()));
+    }
+    for (LoweredKernel& lowered : kernels) {
       auto compiled = KernelCache::instance().cpu(lowered.kernel);
       runtime::KernelStep step;
       step.name = lowered.kernel.name;

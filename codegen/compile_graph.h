@@ -32,13 +32,24 @@ namespace kiln::codegen {
 /// when not, `why` says why.
 bool supports(const ir::Node& node, std::string* why = nullptr);
 
+/// A graph input whose buffer the caller gives up to a graph output
+/// (Note [Donated buffers] in compile_graph.cpp): the output may be written
+/// into it, in place, when that is safe; Executable::run then returns the
+/// input's buffer for that output.
+struct Donation {
+  int input = -1;   ///< graph input index
+  int output = -1;  ///< graph output index
+};
+
 /// Compiles `graph` (after fusion) into an executable whose inputs are the
 /// graph's inputs and whose outputs are the graph's outputs. Input i is laid
 /// out with strides `inputStrides[i]` (in elements, from where the caller
 /// binds it: Executable::run's offsets); all inputs are contiguous when
 /// `inputStrides` is empty. Kernels read inputs through their strides (no
-/// copies); results are contiguous. Throws kiln::Error naming the first
+/// copies); results are contiguous, each in a buffer of its own unless a
+/// donation lets it overwrite its input. Throws kiln::Error naming the first
 /// unsupported node.
-runtime::Executable compileGraph(const ir::Graph& graph, std::span<const ir::Strides> inputStrides = {});
+runtime::Executable compileGraph(const ir::Graph& graph, std::span<const ir::Strides> inputStrides = {},
+                                 std::span<const Donation> donations = {});
 
 }  // namespace kiln::codegen

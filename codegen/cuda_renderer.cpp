@@ -99,6 +99,9 @@ std::string innerStrideName(InnerStride s) {
 
 std::string renderCudaC(const Kernel& kernel) {
   checkKernel(kernel);
+  for (const KernelParam& p : kernel.params)
+    KILN_ASSERT(!p.inout, "kernel {}: donated (inout) buffers are not rendered for CUDA yet; compileGraph donates on "
+                "the CPU only", kernel.name);
   KILN_ASSERT(kernel.numParams() >= 1, "kernel {} has no parameters", kernel.name);
   if (kernel.isReduction()) return cudacg::renderReduction(kernel);
 

@@ -147,9 +147,12 @@ void checkKernel(const Kernel& k) {
   KILN_ASSERT(k.rank >= 1, "kernel {}: rank {} < 1", k.name, k.rank);
   KILN_ASSERT(k.reduceRank >= 0 && k.reduceRank < k.rank, "kernel {}: reduceRank {} outside [0, rank {})", k.name,
               k.reduceRank, k.rank);
-  for (int p = 0; p < k.numParams(); ++p)
+  for (int p = 0; p < k.numParams(); ++p) {
     KILN_ASSERT(!k.params[p].outer || k.isReduction(), "kernel {}: param {} is outer in an elementwise kernel", k.name,
                 p);
+    KILN_ASSERT(!k.params[p].inout || (!k.params[p].output && !k.isReduction()),
+                "kernel {}: param {} is inout in a reduction kernel or as an output", k.name, p);
+  }
   const int count = static_cast<int>(k.body.size());
   for (int i = 0; i < count; ++i) {
     const ScalarInstr& in = k.body[i];
@@ -196,7 +199,7 @@ void checkKernel(const Kernel& k) {
         break;
       }
       case ScalarInstr::Kind::store:
-        KILN_ASSERT(in.param >= 0 && in.param < k.numParams() && k.params[in.param].output,
+        KILN_ASSERT(in.param >= 0 && in.param < k.numParams() && (k.params[in.param].output || k.params[in.param].inout),
                     "kernel {}: instruction {} stores to param {}, which is not an output", k.name, i, in.param);
         KILN_ASSERT(in.operands.size() == 1, "kernel {}: store {} has {} operands, expected 1", k.name, i,
                     in.operands.size());
@@ -367,7 +370,8 @@ std::string Kernel::signature() const {
   if (reduceRank > 0) s += fmt::format("reduce {}\n", reduceRank);
   if (maxRowLength > 0) s += fmt::format("rows <= {}\n", maxRowLength);
   for (const KernelParam& p : params)
-    s += fmt::format("param {} {} inner {}{}\n", p.output ? "out" : "in", dtypeName(p.dtype), innerName(p.inner),
+    s += fmt::format("param {} {} inner {}{}\n", p.output ? "out" : p.inout ? "inout" : "in", dtypeName(p.dtype),
+                     innerName(p.inner),
                      p.outer ? " outer" : "");
   for (InnerStride inner : indexSpaces) s += fmt::format("index inner {}\n", innerName(inner));
   for (size_t i = 0; i < body.size(); ++i) s += instrStr(body[i], static_cast<int>(i)) + "\n";

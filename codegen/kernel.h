@@ -87,6 +87,10 @@ struct KernelParam {
   /// Reduction kernels: indexed by the outer dims only (stride 0 along the
   /// row), read or written once per output row.
   bool outer = false;
+  /// An input the kernel also stores into, each element where it loaded it
+  /// (a buffer donated to a result: Note [Donated buffers] in
+  /// codegen/compile_graph.cpp). Elementwise kernels only.
+  bool inout = false;
 };
 
 /// How a `reduce` instruction folds a row: IEEE add (floats) or wrapping

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "codegen/compile_graph.h"
+#include "frontend/autograd/grad_mode.h"
 #include "frontend/inplace.h"
 #include "frontend/trace.h"
 #include "ir/printer.h"
@@ -25,6 +26,7 @@ struct CompiledProgram {
   std::vector<InputBinding> bindings;     ///< of the inputs after the arguments, run at every call
   std::vector<TraceWrite> writes;         ///< made after every call
   std::vector<Guard> guards;              ///< the program runs only while these hold
+  std::vector<int> donated;               ///< inputs whose buffers the program writes (Note [Donated buffers])
 };
 
 namespace {
@@ -94,7 +96,15 @@ std::shared_ptr<CompiledProgram> CompileEngine::compileFor(const std::vector<Ten
   Trace trace = traceGraph(fn_, types);
   passes::PassManager(options_.pipeline).run(*trace.graph);
   auto program = std::make_shared<CompiledProgram>();
-  program->exe = codegen::compileGraph(*trace.graph);
+  // The new value of a tensor written in place may be computed into the
+  // buffer of its value before the call (Note [Donated buffers]).
+  std::vector<codegen::Donation> donations;
+  for (const TraceWrite& w : trace.writes)
+    if (w.kind == TraceWrite::Kind::elements && w.input >= 0) donations.push_back({w.input, w.output});
+  program->exe = codegen::compileGraph(*trace.graph, {}, donations);
+  for (const codegen::Donation& d : donations)
+    if (program->exe.outputSlots[static_cast<size_t>(d.output)] == program->exe.inputSlots[static_cast<size_t>(d.input)])
+      program->donated.push_back(d.input);
   for (ir::Value* v : trace.graph->outputs()) program->outputTypes.push_back(v->type());
   program->numResults = trace.numResults;
   program->bindings = std::move(trace.bindings);
@@ -182,6 +192,19 @@ std::vector<Tensor> CompileEngine::run(const CompiledProgram& p, const std::vect
       KILN_CHECK(values.at(k).defined(), "compile: {} is undefined at this call", b.what);
       bound[static_cast<size_t>(b.inputs[k])] = values[k].contiguous();
     }
+  }
+  // A donated input is written during the run (Note [Donated buffers] in
+  // codegen/compile_graph.cpp): if another input shares its storage at this
+  // call (the same tensor passed as an argument too), the program writes
+  // into a copy instead, which the write-back then stores.
+  for (int i : p.donated) {
+    Tensor& t = bound[static_cast<size_t>(i)];
+    for (size_t j = 0; j < bound.size(); ++j)
+      if (static_cast<int>(j) != i && bound[j].impl()->storage == t.impl()->storage) {
+        NoGradGuard noGrad;
+        t = t.clone();
+        break;
+      }
   }
   std::vector<std::shared_ptr<runtime::Buffer>> buffers;
   std::vector<int64_t> offsets;

@@ -70,6 +70,11 @@ struct TraceWrite {
   Kind kind = Kind::elements;
   Tensor target;    ///< the tensor written in place, or the leaf whose .grad is assigned
   int output = -1;  ///< graph output holding the new value; -1: the .grad is cleared
+  /// For elements: the graph input that captured target's value before the
+  /// call (the trace read it first), whose buffer the program may compute
+  /// the new value into (Note [Donated buffers] in codegen/compile_graph.cpp);
+  /// -1 when the trace wrote it without reading it.
+  int input = -1;
 };
 
 /// A condition on host state the trace depended on (Note [Guards] in

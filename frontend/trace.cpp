@@ -45,7 +45,7 @@ TraceState::EagerRecord& TraceState::recordOf(const Tensor& t, const char* op) {
     }
   }
   if (same) return *same;
-  eager_.push_back({t, nullptr, false});
+  eager_.push_back({t, nullptr, false, -1});
   return eager_.back();
 }
 
@@ -58,6 +58,7 @@ ir::Value* TraceState::valueOf(const Tensor& t, const char* op) {
   EagerRecord& r = recordOf(t, op);
   if (!r.latest) {
     r.latest = graph->addInput(t.type(), "c" + std::to_string(bindings.size()));
+    r.input = graph->numInputs() - 1;
     bindings.push_back({InputBinding::Kind::capture, {graph->numInputs() - 1}, t.str(),
                         [tensor = t] { return std::vector<Tensor>{tensor}; }});
   }
@@ -144,7 +145,7 @@ std::vector<TraceWrite> TraceState::finish(std::vector<ir::Value*>& outputs) {
   std::vector<TraceWrite> writes;
   for (const EagerRecord& r : eager_) {
     if (!r.written) continue;
-    writes.push_back({TraceWrite::Kind::elements, r.tensor, static_cast<int>(outputs.size())});
+    writes.push_back({TraceWrite::Kind::elements, r.tensor, static_cast<int>(outputs.size()), r.input});
     outputs.push_back(r.latest);
   }
   for (const GradRecord& r : grads_) {
@@ -153,10 +154,10 @@ std::vector<TraceWrite> TraceState::finish(std::vector<ir::Value*>& outputs) {
     const bool changed = r.assigned || (r.current.defined() && r.current.impl()->traced != r.initial);
     if (!changed) continue;
     if (!r.current.defined()) {
-      writes.push_back({TraceWrite::Kind::grad, Tensor(r.leaf), -1});
+      writes.push_back({TraceWrite::Kind::grad, Tensor(r.leaf), -1, -1});
       continue;
     }
-    writes.push_back({TraceWrite::Kind::grad, Tensor(r.leaf), static_cast<int>(outputs.size())});
+    writes.push_back({TraceWrite::Kind::grad, Tensor(r.leaf), static_cast<int>(outputs.size()), -1});
     outputs.push_back(valueOf(r.current, "backward"));
   }
   return writes;

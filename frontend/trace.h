@@ -113,6 +113,7 @@ class TraceState {
     Tensor tensor;
     ir::Value* latest = nullptr;  ///< its value now, in the trace (null: never read nor written)
     bool written = false;
+    int input = -1;  ///< the graph input capturing its value before the call, if the trace read that
   };
   /// The .grad of a leaf as the trace sees it.
   struct GradRecord {

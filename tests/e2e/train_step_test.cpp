@@ -152,6 +152,42 @@ TEST(TrainStep, WeightGradientsAreNotMaterializedTransposed) {
   }
 }
 
+TEST(TrainStep, ParametersAndMomentsAreUpdatedInTheirOwnStorage) {
+  // Note [Donated buffers]: each weight's and moment's new value is computed
+  // into its own buffer, in place, so the step allocates nothing for them.
+  nn::Sequential eager = makeModel(9), compiled = makeModel(9);
+  optim::AdamW eagerOpt(eager->parameters(), {.lr = 1e-2}), compiledOpt(compiled->parameters(), {.lr = 1e-2});
+  auto step = compile([&](const Tensor& x, const Tensor& y) {
+    compiledOpt.zeroGrad();
+    Tensor loss = crossEntropy(compiled->forward(x), y);
+    loss.backward();
+    compiledOpt.step();
+    return loss;
+  });
+  auto storageOf = [](const Tensor& t) { return t.impl()->storage->data(); };
+  std::vector<const void*> before;
+  for (int i = 0; i < 4; ++i) {
+    const Batch b = batch(i);
+    eagerOpt.zeroGrad();
+    crossEntropy(eager->forward(b.x), b.y).backward();
+    eagerOpt.step();
+    step(b.x, b.y);
+    expectSameParameters(eager, compiled, "after step " + std::to_string(i));
+    std::vector<const void*> now;
+    for (const Tensor& p : compiled->parameters()) {
+      if (p.dim() < 2) continue;  // the biases' updates are fused into their column sums (reductions)
+      now.push_back(storageOf(p));
+      now.push_back(storageOf(compiledOpt.state(p)->expAvg));
+      now.push_back(storageOf(compiledOpt.state(p)->expAvgSq));
+    }
+    ASSERT_EQ(now.size(), 6u);
+    if (i > 0) {
+      EXPECT_EQ(now, before) << "at step " << i;  // the state exists from the first call
+    }
+    before = now;
+  }
+}
+
 TEST(TrainStep, SgdMomentumRetracesOnceAfterItsFirstStep) {
   nn::Sequential eager = makeModel(3), compiled = makeModel(3);
   const optim::SGDOptions options{.lr = 0.05, .momentum = 0.9, .weightDecay = 1e-3, .nesterov = true};
