@@ -56,22 +56,27 @@ void expectSameParameters(nn::Sequential& a, nn::Sequential& b, const std::strin
   }
 }
 
+/// One training step: zeroGrad, forward, cross-entropy, backward, step.
+Tensor trainStep(nn::Sequential& model, optim::Optimizer& opt, const Tensor& x, const Tensor& y) {
+  opt.zeroGrad();
+  Tensor loss = crossEntropy(model->forward(x), y);
+  loss.backward();
+  opt.step();
+  return loss;
+}
+
+/// trainStep of `model` and `opt`, compiled whole.
+auto compiledTrainStep(nn::Sequential& model, optim::Optimizer& opt) {
+  return compile([&model, &opt](const Tensor& x, const Tensor& y) { return trainStep(model, opt, x, y); });
+}
+
 TEST(TrainStep, CompiledAdamWStepsEqualEagerSteps) {
   nn::Sequential eager = makeModel(1), compiled = makeModel(1);
   optim::AdamW eagerOpt(eager->parameters(), {.lr = 1e-2}), compiledOpt(compiled->parameters(), {.lr = 1e-2});
-  auto step = compile([&](const Tensor& x, const Tensor& y) {
-    compiledOpt.zeroGrad();
-    Tensor loss = crossEntropy(compiled->forward(x), y);
-    loss.backward();
-    compiledOpt.step();
-    return loss;
-  });
+  auto step = compiledTrainStep(compiled, compiledOpt);
   for (int i = 0; i < 6; ++i) {
     const Batch b = batch(i);
-    eagerOpt.zeroGrad();
-    Tensor eagerLoss = crossEntropy(eager->forward(b.x), b.y);
-    eagerLoss.backward();
-    eagerOpt.step();
+    Tensor eagerLoss = trainStep(eager, eagerOpt, b.x, b.y);
     Tensor compiledLoss = step(b.x, b.y);
     EXPECT_TRUE(sameBits(eagerLoss, compiledLoss, "loss at step " + std::to_string(i)));
     expectSameParameters(eager, compiled, "after step " + std::to_string(i));
@@ -94,13 +99,7 @@ TEST(TrainStep, CompiledAdamWStepsEqualEagerSteps) {
 TEST(TrainStep, TheWholeStepIsFewKernels) {
   nn::Sequential model = makeModel(2);
   optim::AdamW opt(model->parameters(), {.lr = 1e-3});
-  auto step = compile([&](const Tensor& x, const Tensor& y) {
-    opt.zeroGrad();
-    Tensor loss = crossEntropy(model->forward(x), y);
-    loss.backward();
-    opt.step();
-    return loss;
-  });
+  auto step = compiledTrainStep(model, opt);
   const Batch b = batch(0);
   step(b.x, b.y);
   // Eagerly the step dispatches about 10 kernels per parameter in the
@@ -110,10 +109,7 @@ TEST(TrainStep, TheWholeStepIsFewKernels) {
   step(b.x, b.y);
   const int64_t compiledKernels = runtime::kernelLaunchCount() - before;
   const int64_t eagerBefore = runtime::kernelLaunchCount();
-  opt.zeroGrad();
-  Tensor loss = crossEntropy(model->forward(b.x), b.y);
-  loss.backward();
-  opt.step();
+  trainStep(model, opt, b.x, b.y);
   const int64_t eagerKernels = runtime::kernelLaunchCount() - eagerBefore;
   EXPECT_EQ(compiledKernels, step.lastNumKernels());
   EXPECT_LT(compiledKernels * 3, eagerKernels) << step.lastGraph();
@@ -126,13 +122,7 @@ TEST(TrainStep, WeightGradientsAreNotMaterializedTransposed) {
   // matmul (which takes transposed operands as they are).
   nn::Sequential model = makeModel(8);
   optim::SGD opt(model->parameters(), {.lr = 0.1});
-  auto step = compile([&](const Tensor& x, const Tensor& y) {
-    opt.zeroGrad();
-    Tensor loss = crossEntropy(model->forward(x), y);
-    loss.backward();
-    opt.step();
-    return loss;
-  });
+  auto step = compiledTrainStep(model, opt);
   const Batch b = batch(0);
   step(b.x, b.y);
   std::istringstream lines(step.lastGraph());
@@ -157,20 +147,12 @@ TEST(TrainStep, ParametersAndMomentsAreUpdatedInTheirOwnStorage) {
   // into its own buffer, in place, so the step allocates nothing for them.
   nn::Sequential eager = makeModel(9), compiled = makeModel(9);
   optim::AdamW eagerOpt(eager->parameters(), {.lr = 1e-2}), compiledOpt(compiled->parameters(), {.lr = 1e-2});
-  auto step = compile([&](const Tensor& x, const Tensor& y) {
-    compiledOpt.zeroGrad();
-    Tensor loss = crossEntropy(compiled->forward(x), y);
-    loss.backward();
-    compiledOpt.step();
-    return loss;
-  });
+  auto step = compiledTrainStep(compiled, compiledOpt);
   auto storageOf = [](const Tensor& t) { return t.impl()->storage->data(); };
   std::vector<const void*> before;
   for (int i = 0; i < 4; ++i) {
     const Batch b = batch(i);
-    eagerOpt.zeroGrad();
-    crossEntropy(eager->forward(b.x), b.y).backward();
-    eagerOpt.step();
+    trainStep(eager, eagerOpt, b.x, b.y);
     step(b.x, b.y);
     expectSameParameters(eager, compiled, "after step " + std::to_string(i));
     std::vector<const void*> now;
@@ -192,18 +174,10 @@ TEST(TrainStep, SgdMomentumRetracesOnceAfterItsFirstStep) {
   nn::Sequential eager = makeModel(3), compiled = makeModel(3);
   const optim::SGDOptions options{.lr = 0.05, .momentum = 0.9, .weightDecay = 1e-3, .nesterov = true};
   optim::SGD eagerOpt(eager->parameters(), options), compiledOpt(compiled->parameters(), options);
-  auto step = compile([&](const Tensor& x, const Tensor& y) {
-    compiledOpt.zeroGrad();
-    Tensor loss = crossEntropy(compiled->forward(x), y);
-    loss.backward();
-    compiledOpt.step();
-    return loss;
-  });
+  auto step = compiledTrainStep(compiled, compiledOpt);
   for (int i = 0; i < 4; ++i) {
     const Batch b = batch(i);
-    eagerOpt.zeroGrad();
-    crossEntropy(eager->forward(b.x), b.y).backward();
-    eagerOpt.step();
+    trainStep(eager, eagerOpt, b.x, b.y);
     step(b.x, b.y);
     expectSameParameters(eager, compiled, "after step " + std::to_string(i));
     for (const Tensor& p : compiled->parameters()) EXPECT_TRUE(compiledOpt.momentumBuffer(p).defined());
@@ -218,18 +192,10 @@ TEST(TrainStep, ASchedulersLearningRateTakesEffectWithoutRecompiling) {
   optim::Adam eagerOpt(eager->parameters(), {.lr = 1e-2, .weightDecay = 1e-2});
   optim::Adam compiledOpt(compiled->parameters(), {.lr = 1e-2, .weightDecay = 1e-2});
   optim::StepLR eagerSched(eagerOpt, 1, 0.5), compiledSched(compiledOpt, 1, 0.5);
-  auto step = compile([&](const Tensor& x, const Tensor& y) {
-    compiledOpt.zeroGrad();
-    Tensor loss = crossEntropy(compiled->forward(x), y);
-    loss.backward();
-    compiledOpt.step();
-    return loss;
-  });
+  auto step = compiledTrainStep(compiled, compiledOpt);
   for (int i = 0; i < 4; ++i) {
     const Batch b = batch(i);
-    eagerOpt.zeroGrad();
-    crossEntropy(eager->forward(b.x), b.y).backward();
-    eagerOpt.step();
+    trainStep(eager, eagerOpt, b.x, b.y);
     eagerSched.step();
     step(b.x, b.y);
     compiledSched.step();
@@ -275,9 +241,7 @@ TEST(TrainStep, ACompiledForwardAndBackwardFeedsAnEagerOptimizer) {
   });
   for (int i = 0; i < 3; ++i) {
     const Batch b = batch(i);
-    eagerOpt.zeroGrad();
-    crossEntropy(eager->forward(b.x), b.y).backward();
-    eagerOpt.step();
+    trainStep(eager, eagerOpt, b.x, b.y);
     grads(b.x, b.y);
     for (const Tensor& p : compiled->parameters()) ASSERT_FALSE(p.grad().isTraced());
     compiledOpt.step();
