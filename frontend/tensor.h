@@ -265,9 +265,11 @@ requires(isElementType<T> && !std::is_same_v<T, float>) Tensor
 }
 
 /// The state of a counter-based Philox4x32-10 stream (DESIGN.md §8): every
-/// draw of n elements uses counters (offset, 0..n) under key `seed` and then
-/// advances offset by one, so a seed and an offset name a draw exactly
-/// (ir/scalar_formulas_random.h, Note [Dropout draws]).
+/// draw advances offset by one, whatever its size, under key `seed`, so a
+/// seed and an offset name a draw exactly. Dropout's draw of n elements
+/// uses one block per four elements, counters (0..ceil(n/4), offset), one
+/// word each (ir/scalar_formulas_random.h, Note [Dropout draws]); randn and
+/// rand use one block per element, counters (0..n, offset).
 ///
 /// A Generator is a handle, like libtorch's at::Generator: copies share one
 /// state, so a compiled function that traced a draw from a generator keeps
