@@ -23,6 +23,9 @@
 // folds the maximum in the vectorized loop, then a short scalar loop finds
 // the first element equal to it (or the first NaN): a loop-carried (value,
 // index) pair would not vectorize and costs about 20x more.
+//
+// A one-pass kernel whose rows are columns (a sum over the outer dim) walks
+// blocks of neighbouring output rows together instead (Note [Column tiles]).
 #include <llvm/IR/BasicBlock.h>
 #include <llvm/IR/Function.h>
 #include <llvm/IR/Instructions.h>
@@ -68,6 +71,56 @@ namespace {
 constexpr int kSumLanes = 8;
 constexpr int kSumInterleave = 4;
 
+// Note [Column tiles]: in a kernel whose rows are columns (sum(x, {0}) of
+// an [R, C] x: C output rows, each a column walked with a stride of C
+// elements), the row loop reads one element per cache line, and Note [Fixed
+// summation order] keeps it sequential, so a column sum ran ~50x slower
+// than a row sum. Such a kernel instead computes a block of up to
+// kColumnTile neighbouring output rows (columns) c..c+T at once:
+//
+//   for t < T: acc[t] = identity
+//   for each reduced index r, in the row's order:   (the same nest as rowLoop)
+//     for t < T: acc[t] = fold(acc[t], value(r, c + t))   <- vectorized
+//   for t < T: epilogue and stores of output row c + t, from acc[t]
+//
+// The innermost loop runs across columns, so its loads are contiguous (a
+// whole run of a row of x per r) and the loop vectorizer vectorizes it with
+// T independent accumulators kept in a stack array: lane t only ever adds
+// into acc[t]. There is no reduction across lanes, so nothing reassociates:
+// each column is still folded in sequence, r = 0, 1, 2, ..., with the same
+// accumulator dtype, the same plain `fadd` (no `reassoc`, as in every
+// strided kernel) and the same formulas for every value, so each output
+// bit equals what the row loop computes. Eager and compiled kernels take
+// the same decision from the same arguments, and both orders are the one
+// the row loop has, so Note [Eager equals compiled] holds whichever path a
+// launch takes.
+//
+// Scope, decided when rendering (columnTiles_): a kernel with a row param
+// of inner stride `any` (whose float sums are sequential; elsewhere the
+// vectorized order of Note [Fixed summation order] must not change), one
+// pass (no stash, no value needing a reduction's result along the row), no
+// argmax (its search loop is per row) and no row stores. Each param and
+// index space the block's pass reads (row params, index spaces, outer
+// params whose values the row values use) gets the stride it must have
+// along the innermost outer dim for the block to read it contiguously
+// (tileStride_): 0 when it is contiguous along the row (a per-row-of-x
+// mean or rstd, broadcast across columns), else 1 (x itself, a per-column
+// weight). At run time a launch takes blocks only where each of those
+// strides matches (a strided or transposed view, a slice with a step,
+// falls back to the row loop for the whole launch); a block never crosses
+// the end of [begin, end) nor of a run of the innermost outer dim, and a
+// piece shorter than kMinColumnTile (a tail) takes the row loop. Outer
+// values that row values use are recomputed per element inside the block;
+// the epilogue computes each column's outer values and stores with the
+// launch's own strides (offsets are linear within a run), so outputs and
+// per-column operands of any layout (an optimizer's broadcast scalars) are
+// fine.
+//
+// CUDA reductions are untouched: a block per row still walks a column with
+// a stride (docs/fusion.md, "Limits").
+constexpr int64_t kColumnTile = 256;
+constexpr int64_t kMinColumnTile = 8;
+
 // The stash of Note [Stashed row values] (codegen/kernel.cpp): the row's
 // stashed values in their compute types, on the stack, sized for
 // Kernel::maxRowLength elements; a kernel whose bound needs more than
@@ -92,6 +145,30 @@ class ReductionRenderer {
         ptr_(llvm::PointerType::getUnqual(ctx_)),
         st_(kernelStages(kernel)) {
     for (const KernelParam& p : kernel.params) stridedRows_ = stridedRows_ || (!p.outer && p.inner == InnerStride::any);
+    columnTiles_ = stridedRows_ && st_.numPasses == 1;
+    for (size_t i = 0; i < kernel.body.size(); ++i) {
+      const ScalarInstr& in = kernel.body[i];
+      if (in.kind == ScalarInstr::Kind::reduce && in.reduceOp == ReduceOp::argmax) columnTiles_ = false;
+      if (in.kind == ScalarInstr::Kind::store && st_.row[i]) columnTiles_ = false;
+    }
+    for (int p = 0; p < kernel.numStrided(); ++p) {
+      const bool outer = p < kernel.numParams() && kernel.params[p].outer;
+      const InnerStride inner =
+          p < kernel.numParams() ? kernel.params[p].inner : kernel.indexSpaces[p - kernel.numParams()];
+      tileStride_.push_back(!outer && inner == InnerStride::one ? 0 : 1);
+      tileReads_.push_back(!outer);
+    }
+    // The outer values the pass's row values use, and the outer params they load.
+    if (columnTiles_) {
+      tileOuter_.assign(kernel.body.size(), false);
+      for (int i : st_.pass[0])
+        for (int o : kernel.body[i].operands) tileOuter_[o] = !st_.row[o];
+      for (int i = static_cast<int>(kernel.body.size()) - 1; i >= 0; --i) {
+        if (!tileOuter_[i]) continue;
+        for (int o : kernel.body[i].operands) tileOuter_[o] = true;
+        if (kernel.body[i].kind == ScalarInstr::Kind::load) tileReads_[kernel.body[i].param] = true;
+      }
+    }
   }
 
   void render() { renderEntry(k_, m_, renderBody()); }
@@ -124,9 +201,10 @@ class ReductionRenderer {
     return nullptr;
   }
 
-  /// acc folded with v (argmax folds the maximum; searchFirst finds it).
-  void fold(const ScalarInstr& r, llvm::AllocaInst* acc, llvm::Value* v) {
-    llvm::Value* a = ir_.CreateLoad(acc->getAllocatedType(), acc);
+  /// The accumulator at `acc` (of reduce r's compute type) folded with v
+  /// (argmax folds the maximum; searchFirst finds it).
+  void fold(const ScalarInstr& r, llvm::Value* acc, llvm::Value* v) {
+    llvm::Value* a = ir_.CreateLoad(v->getType(), acc);
     const bool isFloat = v->getType()->isFloatingPointTy();
     const bool isBool = v->getType()->isIntegerTy(1);
     llvm::Value* out = nullptr;
@@ -212,6 +290,24 @@ class ReductionRenderer {
       if (in.reduceOp == ReduceOp::argmax)
         accIndex_[i] = ir_.CreateAlloca(i64_, nullptr, "acc" + std::to_string(i) + ".index");
     }
+    // Column tiles (Note [Column tiles]): a block's accumulators, and
+    // whether this launch's strides let it take blocks.
+    llvm::Value* tilesOk = nullptr;
+    if (columnTiles_) {
+      accTile_.assign(static_cast<size_t>(count), nullptr);
+      for (int i = 0; i < count; ++i) {
+        if (!acc_[i]) continue;
+        auto* tile = ir_.CreateAlloca(llvm::ArrayType::get(acc_[i]->getAllocatedType(), kColumnTile), nullptr,
+                                      "acc" + std::to_string(i) + ".tile");
+        tile->setAlignment(llvm::Align(64));
+        accTile_[i] = tile;
+      }
+      tilesOk = ir_.getTrue();
+      for (int p = 0; p < numStrided; ++p)
+        if (tileReads_[p])
+          tilesOk = ir_.CreateAnd(tilesOk, ir_.CreateICmpEQ(strides_[p][outerRank - 1], ir_.getInt64(tileStride_[p])));
+      tilesOk->setName("tiles.ok");
+    }
     // Nothing to do for an empty range or an empty outer domain; rows of
     // no elements are fine (every pass is skipped).
     // The stash (Note [Stashed row values]), when the kernel's row bound
@@ -249,36 +345,65 @@ class ReductionRenderer {
       ir_.CreateBr(rowHeader);
       ir_.SetInsertPoint(rowHeader);
       llvm::Value* i = ir_.CreateLoad(i64_, pos, "i");
-      ir_.CreateCondBr(ir_.CreateICmpSLT(i, end), rowBody, exit_);
+      plans_ = plans;
+      // The outer offsets at the current output row.
+      auto outerBases = [&](std::vector<llvm::Value*>& index) {
+        index.assign(static_cast<size_t>(outerRank), nullptr);
+        for (int d = 0; d < outerRank; ++d) index[d] = ir_.CreateLoad(i64_, idx[d], "i" + std::to_string(d));
+        outerBase_.assign(static_cast<size_t>(numStrided), nullptr);
+        for (int p = 0; p < numStrided; ++p) {
+          llvm::Value* off = ir_.CreateNSWMul(index[0], strides_[p][0]);
+          for (int d = 1; d < outerRank; ++d) off = ir_.CreateNSWAdd(off, ir_.CreateNSWMul(index[d], strides_[p][d]));
+          outerBase_[p] = off;
+          off->setName("base" + std::to_string(p));
+        }
+      };
+      // Past `step` output rows (never past the end of the innermost outer
+      // dim): the innermost outer index moves by `step`, then carries.
+      auto advance = [&](const std::vector<llvm::Value*>& index, llvm::Value* step) {
+        ir_.CreateStore(ir_.CreateNSWAdd(i, step), pos);
+        ir_.CreateStore(ir_.CreateNSWAdd(index[outerRank - 1], step), idx[outerRank - 1]);
+        for (int d = outerRank - 1; d >= 1; --d) {
+          llvm::Value* v = ir_.CreateLoad(i64_, idx[d]);
+          llvm::Value* carry = ir_.CreateICmpSGE(v, sizes_[d]);
+          ir_.CreateStore(ir_.CreateSelect(carry, zero(), v), idx[d]);
+          llvm::Value* up = ir_.CreateLoad(i64_, idx[d - 1]);
+          ir_.CreateStore(ir_.CreateNSWAdd(up, ir_.CreateZExt(carry, i64_)), idx[d - 1]);
+        }
+        ir_.CreateBr(rowHeader);
+      };
+      if (tilesOk && !stash) {
+        // A block of columns (Note [Column tiles]) where the strides allow
+        // one and at least kMinColumnTile rows are left before the end of
+        // the range and of the innermost outer dim's run; else one row.
+        auto* tileCheck = llvm::BasicBlock::Create(ctx_, tag + "tile.check", fn_);
+        auto* tileBody = llvm::BasicBlock::Create(ctx_, tag + "tile.body", fn_);
+        ir_.CreateCondBr(ir_.CreateICmpSLT(i, end), tileCheck, exit_);
+        ir_.SetInsertPoint(tileCheck);
+        llvm::Value* inRun = ir_.CreateNSWSub(sizes_[outerRank - 1], ir_.CreateLoad(i64_, idx[outerRank - 1]));
+        llvm::Value* len = ir_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, ir_.CreateNSWSub(end, i), inRun);
+        len = ir_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, len, ir_.getInt64(kColumnTile), nullptr, "tile.len");
+        ir_.CreateCondBr(ir_.CreateAnd(tilesOk, ir_.CreateICmpSGE(len, ir_.getInt64(kMinColumnTile))), tileBody,
+                         rowBody);
+        ir_.SetInsertPoint(tileBody);
+        std::vector<llvm::Value*> index;
+        outerBases(index);
+        emitColumnTile(len);
+        advance(index, len);
+      } else {
+        ir_.CreateCondBr(ir_.CreateICmpSLT(i, end), rowBody, exit_);
+      }
 
       // One output row: the outer offsets, then the outer values and passes.
       ir_.SetInsertPoint(rowBody);
-      std::vector<llvm::Value*> index(static_cast<size_t>(outerRank));
-      for (int d = 0; d < outerRank; ++d) index[d] = ir_.CreateLoad(i64_, idx[d], "i" + std::to_string(d));
-      outerBase_.assign(static_cast<size_t>(numStrided), nullptr);
-      for (int p = 0; p < numStrided; ++p) {
-        llvm::Value* off = ir_.CreateNSWMul(index[0], strides_[p][0]);
-        for (int d = 1; d < outerRank; ++d) off = ir_.CreateNSWAdd(off, ir_.CreateNSWMul(index[d], strides_[p][d]));
-        outerBase_[p] = off;
-        off->setName("base" + std::to_string(p));
-      }
+      std::vector<llvm::Value*> index;
+      outerBases(index);
       values_.assign(static_cast<size_t>(count), nullptr);
-      plans_ = plans;
       for (int l = 0; l <= st_.numPasses; ++l) {
         for (int instr : st_.before[l]) emitOuter(instr);
         if (l < st_.numPasses) emitPass(l);
       }
-      // Next row: the innermost outer index moves by one, then carries.
-      ir_.CreateStore(ir_.CreateNSWAdd(i, ir_.getInt64(1)), pos);
-      ir_.CreateStore(ir_.CreateNSWAdd(index[outerRank - 1], ir_.getInt64(1)), idx[outerRank - 1]);
-      for (int d = outerRank - 1; d >= 1; --d) {
-        llvm::Value* v = ir_.CreateLoad(i64_, idx[d]);
-        llvm::Value* carry = ir_.CreateICmpSGE(v, sizes_[d]);
-        ir_.CreateStore(ir_.CreateSelect(carry, zero(), v), idx[d]);
-        llvm::Value* up = ir_.CreateLoad(i64_, idx[d - 1]);
-        ir_.CreateStore(ir_.CreateNSWAdd(up, ir_.CreateZExt(carry, i64_)), idx[d - 1]);
-      }
-      ir_.CreateBr(rowHeader);
+      advance(index, ir_.getInt64(1));
     };
     if (stash) {
       // Lowering bounds every launch's rows (Kernel::maxRowLength); a longer
@@ -480,7 +605,12 @@ class ReductionRenderer {
         case ScalarInstr::Kind::store:
           storeElement(ir_, k_.params[in.param].dtype, param, offset(in.param), cur[in.operands[0]]);
           break;
-        case ScalarInstr::Kind::reduce: fold(in, acc_[i], cur[in.operands[0]]); break;
+        case ScalarInstr::Kind::reduce:
+          // In a column tile, the current column's accumulator.
+          fold(in,
+               tileT_ ? ir_.CreateInBoundsGEP(accTile_[i]->getAllocatedType(), accTile_[i], {zero(), tileT_}) : acc_[i],
+               cur[in.operands[0]]);
+          break;
         // The linear index of an index space is its "offset".
         case ScalarInstr::Kind::index: cur[i] = offset(k_.numParams() + in.param); break;
         case ScalarInstr::Kind::constant:
@@ -542,6 +672,101 @@ class ReductionRenderer {
       llvm::Value* acc = ir_.CreateLoad(acc_[r]->getAllocatedType(), acc_[r]);
       values_[r] = k_.body[r].reduceOp == ReduceOp::argmax ? searchFirst(tag, r, acc) : acc;
     }
+  }
+
+  /// Output rows [i, i + len) of one run of the innermost outer dim, with
+  /// outerBase_ at row i, as a column tile (Note [Column tiles]): the one
+  /// pass folds every column of the block at each row element, then each
+  /// column's outer values and stores.
+  void emitColumnTile(llvm::Value* len) {
+    const int count = static_cast<int>(k_.body.size());
+    const PassPlan& plan = plans_[0];
+    std::vector<int> reduces;
+    for (int i : st_.pass[0])
+      if (k_.body[i].kind == ScalarInstr::Kind::reduce) reduces.push_back(i);
+    const std::vector<llvm::Value*> base = outerBase_;
+    // In the pass: offsets moved to column t by tileStride_, which the
+    // launch's strides were checked against (for what the pass reads), and
+    // the outer values the pass uses, there.
+    auto shifted = [&](const std::vector<llvm::Value*>& at, llvm::Value* t) {
+      std::vector<llvm::Value*> out = at;
+      for (size_t p = 0; p < out.size(); ++p)
+        if (out[p] && tileStride_[p]) out[p] = ir_.CreateNSWAdd(out[p], t);
+      return out;
+    };
+    auto atColumn = [&](llvm::Value* t) {
+      outerBase_ = shifted(base, t);
+      values_.assign(static_cast<size_t>(count), nullptr);
+      for (int instr : st_.before[0])
+        if (tileOuter_[instr]) emitOuter(instr);
+    };
+    // In the epilogue: offsets moved by the launch's own strides along the
+    // innermost outer dim (linear within a run), whatever they are.
+    auto atColumnEpilogue = [&](llvm::Value* t) {
+      outerBase_ = base;
+      for (size_t p = 0; p < base.size(); ++p)
+        outerBase_[p] = ir_.CreateNSWAdd(base[p], ir_.CreateNSWMul(t, strides_[p][k_.outerRank() - 1]));
+      values_.assign(static_cast<size_t>(count), nullptr);
+      for (int instr : st_.before[0]) emitOuter(instr);
+    };
+    // A loop over the block's columns t in [0, len) (len >= 1).
+    auto columns = [&](const std::string& tag, const std::function<void(llvm::Value*)>& body, bool vectorize) {
+      llvm::BasicBlock* pre = ir_.GetInsertBlock();
+      auto* loop = llvm::BasicBlock::Create(ctx_, tag, fn_);
+      auto* done = llvm::BasicBlock::Create(ctx_, tag + ".done", fn_);
+      ir_.CreateBr(loop);
+      ir_.SetInsertPoint(loop);
+      llvm::PHINode* t = ir_.CreatePHI(i64_, 2, tag + ".t");
+      t->addIncoming(zero(), pre);
+      body(t);
+      outerBase_ = base;
+      llvm::Value* next = ir_.CreateNUWAdd(t, ir_.getInt64(1));
+      t->addIncoming(next, ir_.GetInsertBlock());
+      llvm::BranchInst* latch = ir_.CreateCondBr(ir_.CreateICmpSLT(next, len), loop, done);
+      if (vectorize) latch->setMetadata(llvm::LLVMContext::MD_loop, vectorizeLoop());
+      ir_.SetInsertPoint(done);
+    };
+    auto tileSlot = [&](int r, llvm::Value* t) {
+      return ir_.CreateInBoundsGEP(accTile_[r]->getAllocatedType(), accTile_[r], {zero(), t});
+    };
+    columns(
+        "tile.init",
+        [&](llvm::Value* t) {
+          for (int r : reduces) ir_.CreateStore(identity(k_.body[r]), tileSlot(r, t));
+        },
+        false);
+    rowLoop("tile.pass0", [&](llvm::Value* j, llvm::Value* pos, const std::vector<llvm::Value*>& rowBase) {
+      columns(
+          "tile.columns",
+          [&](llvm::Value* t) {
+            atColumn(t);
+            tileT_ = t;
+            rowValues(plan.todo, j, pos, shifted(rowBase, t), &plan);
+            tileT_ = nullptr;
+          },
+          true);
+    });
+    columns(
+        "tile.epilogue",
+        [&](llvm::Value* t) {
+          atColumnEpilogue(t);
+          for (int r : reduces) values_[r] = ir_.CreateLoad(acc_[r]->getAllocatedType(), tileSlot(r, t));
+          for (int instr : st_.before[1]) emitOuter(instr);
+        },
+        false);
+  }
+
+  /// Loop metadata asking the vectorizer to vectorize (a column tile's
+  /// loop, whose lanes are independent columns: any width gives the same
+  /// bits).
+  llvm::MDNode* vectorizeLoop() {
+    llvm::Metadata* enable[] = {llvm::MDString::get(ctx_, "llvm.loop.vectorize.enable"),
+                                llvm::ConstantAsMetadata::get(ir_.getTrue())};
+    llvm::TempMDTuple self = llvm::MDNode::getTemporary(ctx_, {});
+    llvm::Metadata* ops[] = {self.get(), llvm::MDNode::get(ctx_, enable)};
+    llvm::MDNode* loop = llvm::MDNode::getDistinct(ctx_, ops);
+    loop->replaceOperandWith(0, loop);
+    return loop;
   }
 
   /// Loop metadata that fixes how the vectorizer splits a float sum
@@ -608,6 +833,22 @@ class ReductionRenderer {
   /// A row parameter has inner stride class `any`: float sums are
   /// sequential (Note [Fixed summation order]).
   bool stridedRows_ = false;
+  /// The kernel takes column tiles where a launch's strides allow (Note
+  /// [Column tiles]); tileStride_ says, per param and index space, the
+  /// stride along the innermost outer dim they need.
+  bool columnTiles_ = false;
+  std::vector<int64_t> tileStride_;
+  /// Per param and index space: the pass of a column tile reads it (a row
+  /// param, or an outer one whose values the row values use), so a launch
+  /// takes tiles only where its stride is tileStride_.
+  std::vector<bool> tileReads_;
+  /// Per instruction: an outer value that the column tile's pass uses.
+  std::vector<bool> tileOuter_;
+  /// Per reduce, in a kernel with column tiles: a block's accumulators.
+  std::vector<llvm::AllocaInst*> accTile_;
+  /// While a column tile's pass is emitted: the column, whose accumulators
+  /// the reduces fold into.
+  llvm::Value* tileT_ = nullptr;
   llvm::Function* fn_ = nullptr;
   llvm::BasicBlock* exit_ = nullptr;
   std::vector<llvm::Value*> sizes_;
