@@ -83,6 +83,14 @@ Trace traceGraph(const TraceFn& fn, const std::vector<ir::TensorType>& inputs, c
   Trace trace;
   trace.numResults = static_cast<int>(outputs.size());
   trace.writes = state.finish(outputs);
+  // Arguments the function updated in place (`x.add_(1)`): as eagerly, the
+  // caller's tensor takes the new value after each call.
+  for (size_t i = 0; i < args.size(); ++i) {
+    ir::Value* now = args[i].impl()->traced;
+    if (now == state.graph->input(static_cast<int>(i))) continue;
+    trace.writes.push_back({TraceWrite::Kind::argument, Tensor(), static_cast<int>(outputs.size()), static_cast<int>(i)});
+    outputs.push_back(now);
+  }
   state.graph->setOutputs(outputs);
   trace.graph = std::move(state.graph);
   trace.bindings = std::move(state.bindings);
@@ -100,7 +108,7 @@ std::shared_ptr<CompiledProgram> CompileEngine::compileFor(const std::vector<Ten
   // buffer of its value before the call (Note [Donated buffers]).
   std::vector<codegen::Donation> donations;
   for (const TraceWrite& w : trace.writes)
-    if (w.kind == TraceWrite::Kind::elements && w.input >= 0) donations.push_back({w.input, w.output});
+    if (w.kind != TraceWrite::Kind::grad && w.input >= 0) donations.push_back({w.input, w.output});
   program->exe = codegen::compileGraph(*trace.graph, {}, donations);
   for (const codegen::Donation& d : donations)
     if (program->exe.outputSlots[static_cast<size_t>(d.output)] == program->exe.inputSlots[static_cast<size_t>(d.input)])
@@ -233,6 +241,8 @@ std::vector<Tensor> CompileEngine::run(const CompiledProgram& p, const std::vect
     Tensor value = w.output < 0 ? Tensor() : std::move(values[static_cast<size_t>(w.output)]);
     if (w.kind == TraceWrite::Kind::grad)
       w.target.setGrad(value);
+    else if (w.kind == TraceWrite::Kind::argument)
+      storeInto(inputs[static_cast<size_t>(w.input)], std::move(value));
     else
       storeInto(w.target, std::move(value));
   }

@@ -18,7 +18,8 @@
 // advances exactly as the eager function would advance it, so a compiled
 // call gives the mask the eager call would have given. A function that runs
 // backward() and optimizer.step() compiles whole: in-place updates of eager
-// tensors and .grad assignments are written back after each call, and
+// tensors and of arguments, and .grad assignments, are written back after
+// each call, and
 // programs are guarded on the host state the trace depended on
 // (docs/compile.md, frontend/trace.h). The function must
 // return a Tensor or a std::vector<Tensor> with at least one tensor. It may
@@ -66,14 +67,18 @@ struct InputBinding {
 /// A write into eager state that each call makes after its kernels ran
 /// (Note [Writes into eager state] in frontend/trace.h).
 struct TraceWrite {
-  enum class Kind { elements, grad };
+  /// elements: an eager tensor the trace captured, written in place;
+  /// argument: argument `input`, written in place (the caller's tensor, at
+  /// each call); grad: a leaf's .grad, assigned.
+  enum class Kind { elements, argument, grad };
   Kind kind = Kind::elements;
-  Tensor target;    ///< the tensor written in place, or the leaf whose .grad is assigned
+  Tensor target;    ///< the tensor written in place, or the leaf whose .grad is assigned (none for argument)
   int output = -1;  ///< graph output holding the new value; -1: the .grad is cleared
   /// For elements: the graph input that captured target's value before the
   /// call (the trace read it first), whose buffer the program may compute
   /// the new value into (Note [Donated buffers] in codegen/compile_graph.cpp);
-  /// -1 when the trace wrote it without reading it.
+  /// -1 when the trace wrote it without reading it. For argument: the
+  /// argument's index (its graph input), donated the same way.
   int input = -1;
 };
 

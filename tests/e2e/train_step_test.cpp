@@ -266,6 +266,33 @@ TEST(TrainStep, AnEagerTensorUpdatedInPlaceIsWrittenBackAtEveryCall) {
   EXPECT_EQ(f.numCompiles(), 1);
 }
 
+TEST(TrainStep, AnArgumentUpdatedInPlaceIsWrittenBackToTheCallersTensor) {
+  auto f = compile([](const Tensor& acc, const Tensor& x) {
+    acc.add_(x);
+    return acc * 2.0;
+  });
+  const Tensor x = fromVector(std::vector<float>{1, 2, 3, 4}, Shape{4});
+  Tensor acc = zeros({4});
+  const void* storage = acc.impl()->storage->data();
+  const uint64_t v0 = acc.version();
+  EXPECT_EQ(f(acc, x).toVector(), (std::vector<float>{2, 4, 6, 8}));
+  EXPECT_EQ(acc.toVector(), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(f(acc, x).toVector(), (std::vector<float>{4, 8, 12, 16}));
+  EXPECT_EQ(acc.toVector(), (std::vector<float>{2, 4, 6, 8}));
+  EXPECT_EQ(acc.impl()->storage->data(), storage);  // computed in place (donated)
+  EXPECT_EQ(acc.version(), v0 + 2);
+  // Another tensor of the same type: the same program, its own write-back.
+  Tensor other = ones({4});
+  f(other, x);
+  EXPECT_EQ(other.toVector(), (std::vector<float>{2, 3, 4, 5}));
+  EXPECT_EQ(acc.toVector(), (std::vector<float>{2, 4, 6, 8}));
+  // A strided argument is copied on entry; the new values go back through its strides.
+  Tensor big = zeros({4, 2});
+  f(big.select(1, 1), x);
+  EXPECT_EQ(big.toVector(), (std::vector<float>{0, 1, 0, 2, 0, 3, 0, 4}));
+  EXPECT_EQ(f.numCompiles(), 1);
+}
+
 TEST(TrainStep, AViewOfAnEagerTensorSeesTheWriteBack) {
   Tensor buffer = zeros({2, 3});
   Tensor row = buffer.select(0, 1);  // a view, read after the calls
