@@ -9,7 +9,6 @@
 #include <string_view>
 
 #include "codegen/compile_graph.h"
-#include "frontend/autograd/grad_mode.h"
 #include "frontend/inplace.h"
 #include "frontend/trace.h"
 #include "ir/printer.h"
@@ -26,7 +25,6 @@ struct CompiledProgram {
   std::vector<InputBinding> bindings;     ///< of the inputs after the arguments, run at every call
   std::vector<TraceWrite> writes;         ///< made after every call
   std::vector<Guard> guards;              ///< the program runs only while these hold
-  std::vector<int> donated;               ///< inputs whose buffers the program writes (Note [Donated buffers])
 };
 
 namespace {
@@ -110,9 +108,6 @@ std::shared_ptr<CompiledProgram> CompileEngine::compileFor(const std::vector<Ten
   for (const TraceWrite& w : trace.writes)
     if (w.kind != TraceWrite::Kind::grad && w.input >= 0) donations.push_back({w.input, w.output});
   program->exe = codegen::compileGraph(*trace.graph, {}, donations);
-  for (const codegen::Donation& d : donations)
-    if (program->exe.outputSlots[static_cast<size_t>(d.output)] == program->exe.inputSlots[static_cast<size_t>(d.input)])
-      program->donated.push_back(d.input);
   for (ir::Value* v : trace.graph->outputs()) program->outputTypes.push_back(v->type());
   program->numResults = trace.numResults;
   program->bindings = std::move(trace.bindings);
@@ -123,6 +118,25 @@ std::shared_ptr<CompiledProgram> CompileEngine::compileFor(const std::vector<Ten
 }
 
 namespace {
+/// Why `p` cannot run on `inputs` as eager code would (an argument that
+/// shares storage with a tensor the program writes in place, whose writes
+/// the trace could not see through the argument), or empty.
+std::string writtenAlias(const CompiledProgram& p, const std::vector<Tensor>& inputs) {
+  for (const TraceWrite& w : p.writes) {
+    if (w.kind == TraceWrite::Kind::grad) continue;
+    const bool argument = w.kind == TraceWrite::Kind::argument;
+    const Tensor& target = argument ? inputs[static_cast<size_t>(w.input)] : w.target;
+    for (size_t j = 0; j < inputs.size(); ++j) {
+      if (argument && static_cast<int>(j) == w.input) continue;
+      if (inputs[j].impl()->storage == target.impl()->storage)
+        return fmt::format("argument {} ({}) shares storage with {} {}, which the compiled function writes in place",
+                           j, inputs[j].str(), argument ? "argument " + std::to_string(w.input) : "captured tensor",
+                           target.str());
+    }
+  }
+  return {};
+}
+
 /// The first guard of `p` that does not hold now, or nullptr.
 const Guard* failedGuard(const CompiledProgram& p) {
   for (const Guard& g : p.guards)
@@ -181,6 +195,16 @@ std::vector<Tensor> CompileEngine::call(const std::vector<Tensor>& inputs) {
   }
   lastSignature_ = signature;
   last_ = program;
+  if (const std::string alias = writtenAlias(*program, inputs); !alias.empty()) {
+    // The trace saw the arguments as tensors of their own; eagerly this
+    // call would see its own writes through them. Run it eagerly.
+    if (!warnedAlias_) {
+      std::fprintf(stderr, "kiln::compile: %s; this call and such calls run eagerly\n", alias.c_str());
+      warnedAlias_ = true;
+    }
+    eagerFallbacks_++;
+    return fn_(inputs);
+  }
   return run(*program, inputs);
 }
 
@@ -201,19 +225,9 @@ std::vector<Tensor> CompileEngine::run(const CompiledProgram& p, const std::vect
       bound[static_cast<size_t>(b.inputs[k])] = values[k].contiguous();
     }
   }
-  // A donated input is written during the run (Note [Donated buffers] in
-  // codegen/compile_graph.cpp): if another input shares its storage at this
-  // call (the same tensor passed as an argument too), the program writes
-  // into a copy instead, which the write-back then stores.
-  for (int i : p.donated) {
-    Tensor& t = bound[static_cast<size_t>(i)];
-    for (size_t j = 0; j < bound.size(); ++j)
-      if (static_cast<int>(j) != i && bound[j].impl()->storage == t.impl()->storage) {
-        NoGradGuard noGrad;
-        t = t.clone();
-        break;
-      }
-  }
+  // Donated inputs are written during the run (Note [Donated buffers] in
+  // codegen/compile_graph.cpp); no other input shares their storage, as
+  // call() checked (writtenAlias).
   std::vector<std::shared_ptr<runtime::Buffer>> buffers;
   std::vector<int64_t> offsets;
   for (const Tensor& t : bound) {

@@ -139,6 +139,7 @@ class CompileEngine {
   int compiles_ = 0;
   int eagerFallbacks_ = 0;
   bool warnedLimit_ = false;
+  bool warnedAlias_ = false;
 };
 }  // namespace detail
 

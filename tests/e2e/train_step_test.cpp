@@ -293,6 +293,29 @@ TEST(TrainStep, AnArgumentUpdatedInPlaceIsWrittenBackToTheCallersTensor) {
   EXPECT_EQ(f.numCompiles(), 1);
 }
 
+TEST(TrainStep, ACallWhoseArgumentAliasesAWrittenTensorRunsEagerly) {
+  Tensor w = ones({3});
+  auto f = compile([&](const Tensor& x) {
+    w.mul_(2.0);
+    return x + 1.0;
+  });
+  EXPECT_EQ(f(zeros({3})).toVector(), (std::vector<float>{1, 1, 1}));  // w = 2
+  // x is w: eagerly x + 1 reads the doubled w. The program read x before
+  // the write, so this call runs eagerly.
+  testing::internal::CaptureStderr();
+  const Tensor r = f(w);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(r.toVector(), (std::vector<float>{5, 5, 5}));
+  EXPECT_EQ(w.toVector(), (std::vector<float>{4, 4, 4}));
+  EXPECT_EQ(f.numEagerFallbacks(), 1);
+  EXPECT_EQ(err,
+            "kiln::compile: argument 0 (f32[3]@cpu) shares storage with captured tensor f32[3]@cpu, which the "
+            "compiled function writes in place; this call and such calls run eagerly\n");
+  EXPECT_EQ(f(zeros({3})).toVector(), (std::vector<float>{1, 1, 1}));  // compiled again, w = 8
+  EXPECT_EQ(w.toVector(), (std::vector<float>{8, 8, 8}));
+  EXPECT_EQ(f.numCompiles(), 1);
+}
+
 TEST(TrainStep, AViewOfAnEagerTensorSeesTheWriteBack) {
   Tensor buffer = zeros({2, 3});
   Tensor row = buffer.select(0, 1);  // a view, read after the calls
