@@ -22,6 +22,7 @@
 
 #include "codegen/cpu_compiler.h"
 #include "codegen/kernel.h"
+#include "common/run_in_pieces.h"
 
 namespace kiln::codegen {
 namespace {
@@ -42,19 +43,7 @@ bool sameBits(T a, T b) {
 template <class Out>
 std::pair<std::vector<Out>, std::vector<Out>> run(const Kernel& k, std::vector<void*> inputs, int64_t rows,
                                                   const std::vector<int64_t>& args, std::vector<int64_t> cuts) {
-  CompiledCpuKernel compiled = compileCpuKernel(k);
-  std::vector<Out> whole(static_cast<size_t>(rows)), pieces(whole.size());
-  std::vector<void*> buffers = inputs;
-  buffers.push_back(whole.data());
-  compiled.fn(buffers.data(), args.data(), 0, rows);
-  buffers.back() = pieces.data();
-  cuts.push_back(rows);
-  int64_t begin = 0;
-  for (int64_t cut : cuts) {
-    compiled.fn(buffers.data(), args.data(), begin, cut);
-    begin = cut;
-  }
-  return {whole, pieces};
+  return runWholeAndInPieces<Out>(k, std::move(inputs), rows, static_cast<size_t>(rows), args, std::move(cuts));
 }
 
 /// Checks both results of run() against `want`, bit for bit (NaN: any NaN).

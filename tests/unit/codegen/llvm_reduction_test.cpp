@@ -19,6 +19,7 @@
 
 #include "codegen/cpu_compiler.h"
 #include "codegen/kernel.h"
+#include "common/run_in_pieces.h"
 
 namespace kiln::codegen {
 namespace {
@@ -38,18 +39,8 @@ bool sameBits(float a, float b) {
 template <class Out>
 std::vector<Out> runRows(const Kernel& k, std::vector<void*> inputs, int64_t rows, int64_t outPerRow,
                          const std::vector<int64_t>& args, std::vector<int64_t> cuts = {}) {
-  CompiledCpuKernel compiled = compileCpuKernel(k);
-  std::vector<Out> whole(static_cast<size_t>(rows * outPerRow)), pieces(whole.size());
-  std::vector<void*> buffers = inputs;
-  buffers.push_back(whole.data());
-  compiled.fn(buffers.data(), args.data(), 0, rows);
-  buffers.back() = pieces.data();
-  cuts.push_back(rows);
-  int64_t begin = 0;
-  for (int64_t cut : cuts) {
-    compiled.fn(buffers.data(), args.data(), begin, cut);
-    begin = cut;
-  }
+  const auto [whole, pieces] = runWholeAndInPieces<Out>(k, std::move(inputs), rows,
+                                                       static_cast<size_t>(rows * outPerRow), args, std::move(cuts));
   for (size_t i = 0; i < whole.size(); ++i) {
     if constexpr (std::is_same_v<Out, float>)
       EXPECT_TRUE(sameBits(whole[i], pieces[i])) << "element " << i << " depends on the split";
