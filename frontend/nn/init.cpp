@@ -1,10 +1,20 @@
 // nn::init (frontend/nn/init.h), following torch/nn/init.py.
+//
+// Note [Initialization is eager]
+// Initializing a tensor is making state, so it runs eagerly even inside
+// kiln::compile (a module made lazily at the first call of a compiled
+// function, say): traced, the init's arithmetic on its random draws would
+// be a write of the program, and every later call would set the
+// parameters back to their first values. As rand and randn inside a traced
+// function, it happens once, when the function is traced
+// (docs/compile.md, "Limits").
 #include "frontend/nn/init.h"
 
 #include <cmath>
 
 #include "frontend/autograd/grad_mode.h"
 #include "frontend/ops.h"
+#include "frontend/per_call.h"
 #include "runtime/error.h"
 
 namespace kiln::nn::init {
@@ -56,6 +66,7 @@ const Tensor& uniform_(const Tensor& tensor, double a, double b, Generator& gene
   KILN_CHECK(a <= b && std::isfinite(a) && std::isfinite(b), "uniform_: expected finite bounds a <= b, got a={}, b={}",
              a, b);
   NoGradGuard noGrad;
+  kiln::detail::EagerScope eager;  // Note [Initialization is eager]
   return tensor.copy_(rand(tensor.shape(), generator, tensor.device()) * (b - a) + a);
 }
 
@@ -64,12 +75,14 @@ const Tensor& normal_(const Tensor& tensor, double mean, double std, Generator& 
   KILN_CHECK(std >= 0 && std::isfinite(std) && std::isfinite(mean),
              "normal_: expected a finite mean and a finite std >= 0, got mean={}, std={}", mean, std);
   NoGradGuard noGrad;
+  kiln::detail::EagerScope eager;  // Note [Initialization is eager]
   return tensor.copy_(randn(tensor.shape(), generator, tensor.device()) * std + mean);
 }
 
 const Tensor& constant_(const Tensor& tensor, double value) {
   KILN_CHECK(tensor.defined(), "constant_: use of an undefined tensor");
   NoGradGuard noGrad;
+  kiln::detail::EagerScope eager;  // Note [Initialization is eager]
   return tensor.fill_(value);
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -314,6 +315,26 @@ TEST(TrainStep, ACallWhoseArgumentAliasesAWrittenTensorRunsEagerly) {
   EXPECT_EQ(f(zeros({3})).toVector(), (std::vector<float>{1, 1, 1}));  // compiled again, w = 8
   EXPECT_EQ(w.toVector(), (std::vector<float>{8, 8, 8}));
   EXPECT_EQ(f.numCompiles(), 1);
+}
+
+TEST(TrainStep, AModuleMadeAtTheFirstCallIsInitializedOnce) {
+  // Note [Initialization is eager]: made while tracing, the layer's
+  // parameters are initialized then, not by every call of the program.
+  std::unique_ptr<nn::Linear> layer;
+  auto f = compile([&](const Tensor& x) {
+    if (!layer) layer = std::make_unique<nn::Linear>(4, 3);
+    return (*layer)(x);
+  });
+  const Tensor x = ones({2, 4});
+  f(x);
+  ASSERT_TRUE(layer);
+  EXPECT_FALSE((*layer)->weight.isTraced());
+  {
+    NoGradGuard noGrad;
+    (*layer)->weight.fill_(0.5);
+    (*layer)->bias.fill_(1.0);
+  }
+  EXPECT_EQ(f(x).toVector(), std::vector<float>(6, 3.0f));  // 4 * 0.5 + 1, not re-initialized
 }
 
 TEST(TrainStep, AViewOfAnEagerTensorSeesTheWriteBack) {
