@@ -109,6 +109,11 @@ const Tensor& writeInPlace(const Tensor& self, const char* name, Tensor result) 
   // What the result's history is, read before storeInto may take it.
   const std::shared_ptr<autograd::Meta> resultMeta = result.impl()->autograd;
   const bool resultRequiresGrad = result.requiresGrad();
+  detail::TraceState* trace = detail::TraceState::current();
+  // Inside a trace, an eager result (fill_'s full(), copy_ from an eager
+  // tensor) is a value of the program too, so that the write happens at
+  // every call, as eagerly, not once while tracing.
+  if (trace && !result.isTraced()) result = trace->wrap(trace->valueOf(result, name));
   if (impl->traced) {
     KILN_CHECK(!impl->isView,
                "{}: in-place ops on a view are not supported while tracing (kiln::compile); {} is a view", name,
@@ -118,7 +123,7 @@ const Tensor& writeInPlace(const Tensor& self, const char* name, Tensor result) 
     impl->strides = result.strides();
     impl->offset = result.storageOffset();
     ++*impl->version;
-  } else if (detail::TraceState* trace = detail::TraceState::current(); trace && result.isTraced()) {
+  } else if (trace && result.isTraced()) {
     // An eager tensor updated by traced code (an optimizer's step inside
     // kiln::compile): the trace records the new value and the program
     // writes it back after each call (Note [Writes into eager state]).

@@ -337,6 +337,29 @@ TEST(TrainStep, AModuleMadeAtTheFirstCallIsInitializedOnce) {
   EXPECT_EQ(f(x).toVector(), std::vector<float>(6, 3.0f));  // 4 * 0.5 + 1, not re-initialized
 }
 
+TEST(TrainStep, WritesOfEagerValuesHappenAtEveryCall) {
+  // fill_ and copy_ from eager tensors inside a compiled function write at
+  // every call, as eagerly, not once while tracing.
+  Tensor counter = zeros({2});
+  Tensor source = fromVector(std::vector<float>{7, 8}, Shape{2});
+  auto f = compile([&](const Tensor& x) {
+    counter.fill_(3.0);
+    Tensor y = x * 2.0;
+    y.zero_();  // a traced tensor set from an eager value
+    Tensor z = x * 1.0;
+    z.copy_(source);
+    return y + z;
+  });
+  const Tensor x = ones({2});
+  EXPECT_EQ(f(x).toVector(), (std::vector<float>{7, 8}));
+  EXPECT_EQ(counter.toVector(), (std::vector<float>{3, 3}));
+  counter.fill_(0.0);
+  source.fill_(1.0);
+  EXPECT_EQ(f(x).toVector(), (std::vector<float>{1, 1}));  // source read at the call
+  EXPECT_EQ(counter.toVector(), (std::vector<float>{3, 3}));  // written again
+  EXPECT_EQ(f.numCompiles(), 1);
+}
+
 TEST(TrainStep, AViewOfAnEagerTensorSeesTheWriteBack) {
   Tensor buffer = zeros({2, 3});
   Tensor row = buffer.select(0, 1);  // a view, read after the calls
