@@ -382,6 +382,28 @@ TEST(TrainStep, AViewTakenInsideTheTraceReadsTheWrittenValue) {
   EXPECT_EQ(f(x).toVector(), (std::vector<float>{8, 10, 12}));
 }
 
+TEST(TrainStepErrors, BackwardToAnArgumentSaysToCaptureTheLeafInstead) {
+  const Tensor x = fromVector(std::vector<float>{1, 2, 3}, Shape{3}).setRequiresGrad();
+  auto f = compile([](const Tensor& a) {
+    Tensor loss = sum(a * a);
+    loss.backward();
+    return loss;
+  });
+  try {
+    f(x);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("backward: f32[]@cpu does not require grad and has no grad_fn (mark a leaf "
+                                         "with setRequiresGrad(), and do not compute the loss under a NoGradGuard); "
+                                         "inside kiln::compile the function's arguments are traced without "
+                                         "gradients: read the leaves (parameters) from the function's scope instead "
+                                         "of passing them"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(x.grad().defined());
+}
+
 TEST(TrainStepErrors, WritingIntoAViewOfAnEagerTensorIsRefused) {
   Tensor buffer = zeros({2, 3});
   Tensor row = buffer.select(0, 0);  // an eager view, captured
