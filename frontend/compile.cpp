@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "codegen/compile_graph.h"
+#include "frontend/autograd/node.h"
 #include "frontend/inplace.h"
 #include "frontend/trace.h"
 #include "ir/printer.h"
@@ -25,6 +26,7 @@ struct CompiledProgram {
   std::vector<InputBinding> bindings;     ///< of the inputs after the arguments, run at every call
   std::vector<TraceWrite> writes;         ///< made after every call
   std::vector<Guard> guards;              ///< the program runs only while these hold
+  std::vector<ArgumentGrad> argumentGrads;  ///< arguments traced as leaves, and their gradients' state
 };
 
 namespace {
@@ -63,10 +65,30 @@ CompileEngine::CompileEngine(TraceFn fn, CompileOptions options) : fn_(std::move
 
 CompileEngine::~CompileEngine() = default;
 
-Trace traceGraph(const TraceFn& fn, const std::vector<ir::TensorType>& inputs, const std::string& name) {
+Trace traceGraph(const TraceFn& fn, const std::vector<ir::TensorType>& inputs, const std::string& name,
+                 const std::vector<Tensor>* callArgs) {
   TraceState state(name);
   std::vector<Tensor> args;
   for (size_t i = 0; i < inputs.size(); ++i) args.push_back(state.wrap(state.graph->addInput(inputs[i], fmt::format("x{}", i))));
+  // Arguments that require grad are leaves of the trace, their gradients
+  // starting from the caller's (ArgumentGrad).
+  std::vector<ArgumentGrad> argumentGrads;
+  std::vector<ir::Value*> seeds;
+  for (size_t i = 0; callArgs && i < callArgs->size(); ++i) {
+    const Tensor& real = (*callArgs)[i];
+    if (!real.requiresGrad() || !real.isLeaf()) continue;
+    args[i].setRequiresGrad();
+    ArgumentGrad ag{static_cast<int>(i), std::nullopt, -1};
+    ir::Value* seed = nullptr;
+    if (const Tensor g = real.grad(); g.defined()) {
+      ag.grad = g.type();
+      seed = state.graph->addInput(g.type(), fmt::format("grad_x{}", i));
+      ag.input = state.graph->numInputs() - 1;
+      args[i].setGrad(state.wrap(seed));
+    }
+    argumentGrads.push_back(ag);
+    seeds.push_back(seed);
+  }
   std::vector<Tensor> results;
   {
     TraceGuard guard(&state);
@@ -81,6 +103,17 @@ Trace traceGraph(const TraceFn& fn, const std::vector<ir::TensorType>& inputs, c
   Trace trace;
   trace.numResults = static_cast<int>(outputs.size());
   trace.writes = state.finish(outputs);
+  // The arguments' gradients backward() left, written back to the caller's.
+  for (size_t k = 0; k < argumentGrads.size(); ++k) {
+    const Tensor& leaf = args[static_cast<size_t>(argumentGrads[k].argument)];
+    const Tensor g = leaf.impl()->autograd ? leaf.impl()->autograd->grad : Tensor();
+    ir::Value* now = g.defined() ? state.valueOf(g, "backward") : nullptr;
+    if (now == seeds[k]) continue;
+    trace.writes.push_back({TraceWrite::Kind::argumentGrad, Tensor(), now ? static_cast<int>(outputs.size()) : -1,
+                            argumentGrads[k].argument});
+    if (now) outputs.push_back(now);
+  }
+  trace.argumentGrads = std::move(argumentGrads);
   // Arguments the function updated in place (`x.add_(1)`): as eagerly, the
   // caller's tensor takes the new value after each call.
   for (size_t i = 0; i < args.size(); ++i) {
@@ -99,20 +132,22 @@ Trace traceGraph(const TraceFn& fn, const std::vector<ir::TensorType>& inputs, c
 std::shared_ptr<CompiledProgram> CompileEngine::compileFor(const std::vector<Tensor>& inputs) {
   std::vector<ir::TensorType> types;
   for (const Tensor& t : inputs) types.push_back(t.type());
-  Trace trace = traceGraph(fn_, types);
+  Trace trace = traceGraph(fn_, types, "traced", &inputs);
   passes::PassManager(options_.pipeline).run(*trace.graph);
   auto program = std::make_shared<CompiledProgram>();
   // The new value of a tensor written in place may be computed into the
   // buffer of its value before the call (Note [Donated buffers]).
   std::vector<codegen::Donation> donations;
   for (const TraceWrite& w : trace.writes)
-    if (w.kind != TraceWrite::Kind::grad && w.input >= 0) donations.push_back({w.input, w.output});
+    if ((w.kind == TraceWrite::Kind::elements || w.kind == TraceWrite::Kind::argument) && w.input >= 0)
+      donations.push_back({w.input, w.output});
   program->exe = codegen::compileGraph(*trace.graph, {}, donations);
   for (ir::Value* v : trace.graph->outputs()) program->outputTypes.push_back(v->type());
   program->numResults = trace.numResults;
   program->bindings = std::move(trace.bindings);
   program->writes = std::move(trace.writes);
   program->guards = std::move(trace.guards);
+  program->argumentGrads = std::move(trace.argumentGrads);
   program->graphText = ir::printGraph(*trace.graph);
   return program;
 }
@@ -123,7 +158,7 @@ namespace {
 /// the trace could not see through the argument), or empty.
 std::string writtenAlias(const CompiledProgram& p, const std::vector<Tensor>& inputs) {
   for (const TraceWrite& w : p.writes) {
-    if (w.kind == TraceWrite::Kind::grad) continue;
+    if (w.kind == TraceWrite::Kind::grad || w.kind == TraceWrite::Kind::argumentGrad) continue;
     const bool argument = w.kind == TraceWrite::Kind::argument;
     const Tensor& target = argument ? inputs[static_cast<size_t>(w.input)] : w.target;
     for (size_t j = 0; j < inputs.size(); ++j) {
@@ -137,11 +172,16 @@ std::string writtenAlias(const CompiledProgram& p, const std::vector<Tensor>& in
   return {};
 }
 
-/// The first guard of `p` that does not hold now, or nullptr.
-const Guard* failedGuard(const CompiledProgram& p) {
+/// What of `p`'s guards does not hold for a call with `inputs`, or empty.
+std::string failedGuard(const CompiledProgram& p, const std::vector<Tensor>& inputs) {
   for (const Guard& g : p.guards)
-    if (!g.holds()) return &g;
-  return nullptr;
+    if (!g.holds()) return g.what;
+  for (const ArgumentGrad& ag : p.argumentGrads) {
+    const Tensor g = inputs[static_cast<size_t>(ag.argument)].grad();
+    if (g.defined() != ag.grad.has_value() || (g.defined() && g.type() != *ag.grad))
+      return fmt::format("the gradient of argument {} is {}", ag.argument, ag.grad ? ag.grad->str() : "undefined");
+  }
+  return {};
 }
 }  // namespace
 
@@ -158,18 +198,17 @@ std::vector<Tensor> CompileEngine::call(const std::vector<Tensor>& inputs) {
   }
   std::vector<std::shared_ptr<CompiledProgram>>& candidates = programs_[key];
   std::shared_ptr<CompiledProgram> program;
-  const Guard* failed = nullptr;
+  std::string failed;
   for (const auto& candidate : candidates) {
-    const Guard* g = failedGuard(*candidate);
-    if (!g) {
+    failed = failedGuard(*candidate, inputs);
+    if (failed.empty()) {
       program = candidate;
       break;
     }
-    failed = g;
   }
   if (!program) {
-    const std::string why = failed ? fmt::format("a guard failed: {} no longer holds", failed->what)
-                                   : recompileReason(lastSignature_, signature);
+    const std::string why = !failed.empty() ? fmt::format("a guard failed: {} no longer holds", failed)
+                                            : recompileReason(lastSignature_, signature);
     lastSignature_ = signature;
     if (compiles_ >= options_.cacheLimit) {
       if (!warnedLimit_) {
@@ -218,6 +257,8 @@ std::vector<Tensor> CompileEngine::run(const CompiledProgram& p, const std::vect
   // The other inputs are bound in input order, which is trace order: random
   // draws advance their generator, per-call values run their host code
   // (Note [Per-call values] in frontend/trace.h).
+  for (const ArgumentGrad& ag : p.argumentGrads)
+    if (ag.input >= 0) bound[static_cast<size_t>(ag.input)] = inputs[static_cast<size_t>(ag.argument)].grad().contiguous();
   for (const InputBinding& b : p.bindings) {
     std::vector<Tensor> values = b.bind();
     for (size_t k = 0; k < b.inputs.size(); ++k) {
@@ -255,6 +296,8 @@ std::vector<Tensor> CompileEngine::run(const CompiledProgram& p, const std::vect
     Tensor value = w.output < 0 ? Tensor() : std::move(values[static_cast<size_t>(w.output)]);
     if (w.kind == TraceWrite::Kind::grad)
       w.target.setGrad(value);
+    else if (w.kind == TraceWrite::Kind::argumentGrad)
+      inputs[static_cast<size_t>(w.input)].setGrad(value);
     else if (w.kind == TraceWrite::Kind::argument)
       storeInto(inputs[static_cast<size_t>(w.input)], std::move(value));
     else

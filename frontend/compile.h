@@ -29,6 +29,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -69,8 +70,9 @@ struct InputBinding {
 struct TraceWrite {
   /// elements: an eager tensor the trace captured, written in place;
   /// argument: argument `input`, written in place (the caller's tensor, at
-  /// each call); grad: a leaf's .grad, assigned.
-  enum class Kind { elements, argument, grad };
+  /// each call); grad: a leaf's .grad, assigned; argumentGrad: the .grad of
+  /// argument `input` (a leaf that requires grad), assigned.
+  enum class Kind { elements, argument, grad, argumentGrad };
   Kind kind = Kind::elements;
   Tensor target;    ///< the tensor written in place, or the leaf whose .grad is assigned (none for argument)
   int output = -1;  ///< graph output holding the new value; -1: the .grad is cleared
@@ -89,15 +91,27 @@ struct Guard {
   std::function<bool()> holds;
 };
 
+/// An argument that requires grad, traced as a leaf: backward() inside the
+/// function accumulates into its gradient, which starts as the caller's
+/// (a graph input bound at each call to it) and is written back to the
+/// caller's tensor. The program is valid while the caller's gradient has
+/// the state it had when traced.
+struct ArgumentGrad {
+  int argument = -1;
+  std::optional<ir::TensorType> grad;  ///< the gradient's type when traced; none: undefined
+  int input = -1;                       ///< graph input bound to the gradient, when it had one
+};
+
 /// A traced graph: its first `numResults` outputs are the function's
 /// results, the others the new values of the writes; its inputs after the
-/// arguments are bound by `bindings`.
+/// arguments are bound by `bindings` and `argumentGrads`.
 struct Trace {
   std::unique_ptr<ir::Graph> graph;
   int numResults = 0;
   std::vector<InputBinding> bindings;
   std::vector<TraceWrite> writes;
   std::vector<Guard> guards;
+  std::vector<ArgumentGrad> argumentGrads;
 };
 
 namespace detail {
@@ -105,7 +119,10 @@ struct CompiledProgram;
 using TraceFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 /// Traces `fn` called with placeholders of `inputs` types into a graph
 /// named `name`, running nothing (like jax.make_jaxpr).
-Trace traceGraph(const TraceFn& fn, const std::vector<ir::TensorType>& inputs, const std::string& name = "traced");
+/// With `callArgs` (the tensors of the call being traced for), arguments that
+/// require grad are traced as leaves (ArgumentGrad).
+Trace traceGraph(const TraceFn& fn, const std::vector<ir::TensorType>& inputs, const std::string& name = "traced",
+                 const std::vector<Tensor>* callArgs = nullptr);
 /// The error when a compiled function is called with the wrong number of tensors.
 std::string arityMessage(size_t given);
 

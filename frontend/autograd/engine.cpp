@@ -41,11 +41,8 @@ void runBackward(const std::vector<Tensor>& roots, const std::vector<Tensor>& ro
     Edge e = gradientEdge(roots[i]);
     KILN_CHECK(e.node,
                "backward: {} does not require grad and has no grad_fn (mark a leaf with setRequiresGrad(), and do "
-               "not compute the loss under a NoGradGuard){}",
-               roots[i].str(),
-               roots[i].isTraced() ? "; inside kiln::compile the function's arguments are traced without gradients: "
-                                     "read the leaves (parameters) from the function's scope instead of passing them"
-                                   : "");
+               "not compute the loss under a NoGradGuard)",
+               roots[i].str());
     if (pending.emplace(e.node.get(), Pending{}).second) stack.push_back(e.node.get());
     start.push_back(e.node);
   }
