@@ -26,7 +26,6 @@ struct CompiledProgram {
   std::vector<InputBinding> bindings;     ///< of the inputs after the arguments, run at every call
   std::vector<TraceWrite> writes;         ///< made after every call
   std::vector<Guard> guards;              ///< the program runs only while these hold
-  std::vector<ArgumentGrad> argumentGrads;  ///< arguments traced as leaves, and their gradients' state
 };
 
 namespace {
@@ -71,23 +70,28 @@ Trace traceGraph(const TraceFn& fn, const std::vector<ir::TensorType>& inputs, c
   std::vector<Tensor> args;
   for (size_t i = 0; i < inputs.size(); ++i) args.push_back(state.wrap(state.graph->addInput(inputs[i], fmt::format("x{}", i))));
   // Arguments that require grad are leaves of the trace, their gradients
-  // starting from the caller's (ArgumentGrad).
-  std::vector<ArgumentGrad> argumentGrads;
-  std::vector<ir::Value*> seeds;
+  // starting from the caller's, bound and guarded like a captured leaf's.
+  std::vector<std::pair<int, ir::Value*>> leaves;  // argument, its gradient's input (null: none)
   for (size_t i = 0; callArgs && i < callArgs->size(); ++i) {
     const Tensor& real = (*callArgs)[i];
     if (!real.requiresGrad() || !real.isLeaf()) continue;
     args[i].setRequiresGrad();
-    ArgumentGrad ag{static_cast<int>(i), std::nullopt, -1};
+    const Tensor g = real.grad();
+    const std::optional<ir::TensorType> type = g.defined() ? std::optional(g.type()) : std::nullopt;
     ir::Value* seed = nullptr;
-    if (const Tensor g = real.grad(); g.defined()) {
-      ag.grad = g.type();
-      seed = state.graph->addInput(g.type(), fmt::format("grad_x{}", i));
-      ag.input = state.graph->numInputs() - 1;
+    if (type) {
+      seed = state.graph->addInput(*type, fmt::format("grad_x{}", i));
       args[i].setGrad(state.wrap(seed));
+      state.bindings.push_back({InputBinding::Kind::grad, {state.graph->numInputs() - 1},
+                                fmt::format("the gradient of argument {}", i),
+                                [i](std::span<const Tensor> call) { return std::vector<Tensor>{call[i].grad()}; }});
     }
-    argumentGrads.push_back(ag);
-    seeds.push_back(seed);
+    state.guards.push_back({fmt::format("the gradient of argument {} is {}", i, type ? type->str() : "undefined"),
+                            [i, type](std::span<const Tensor> call) {
+                              const Tensor now = call[i].grad();
+                              return type ? now.defined() && now.type() == *type : !now.defined();
+                            }});
+    leaves.emplace_back(static_cast<int>(i), seed);
   }
   std::vector<Tensor> results;
   {
@@ -103,17 +107,6 @@ Trace traceGraph(const TraceFn& fn, const std::vector<ir::TensorType>& inputs, c
   Trace trace;
   trace.numResults = static_cast<int>(outputs.size());
   trace.writes = state.finish(outputs);
-  // The arguments' gradients backward() left, written back to the caller's.
-  for (size_t k = 0; k < argumentGrads.size(); ++k) {
-    const Tensor& leaf = args[static_cast<size_t>(argumentGrads[k].argument)];
-    const Tensor g = leaf.impl()->autograd ? leaf.impl()->autograd->grad : Tensor();
-    ir::Value* now = g.defined() ? state.valueOf(g, "backward") : nullptr;
-    if (now == seeds[k]) continue;
-    trace.writes.push_back({TraceWrite::Kind::argumentGrad, Tensor(), now ? static_cast<int>(outputs.size()) : -1,
-                            argumentGrads[k].argument});
-    if (now) outputs.push_back(now);
-  }
-  trace.argumentGrads = std::move(argumentGrads);
   // Arguments the function updated in place (`x.add_(1)`): as eagerly, the
   // caller's tensor takes the new value after each call.
   for (size_t i = 0; i < args.size(); ++i) {
@@ -121,6 +114,16 @@ Trace traceGraph(const TraceFn& fn, const std::vector<ir::TensorType>& inputs, c
     if (now == state.graph->input(static_cast<int>(i))) continue;
     trace.writes.push_back({TraceWrite::Kind::argument, Tensor(), static_cast<int>(outputs.size()), static_cast<int>(i)});
     outputs.push_back(now);
+  }
+  // The arguments' gradients backward() left, written back to the caller's.
+  for (const auto& [argument, seed] : leaves) {
+    const Tensor& leaf = args[static_cast<size_t>(argument)];
+    const Tensor g = leaf.impl()->autograd ? leaf.impl()->autograd->grad : Tensor();
+    ir::Value* now = g.defined() ? state.valueOf(g, "backward") : nullptr;
+    if (now == seed) continue;
+    trace.writes.push_back({TraceWrite::Kind::argumentGrad, Tensor(), now ? static_cast<int>(outputs.size()) : -1,
+                            argument});
+    if (now) outputs.push_back(now);
   }
   state.graph->setOutputs(outputs);
   trace.graph = std::move(state.graph);
@@ -147,7 +150,6 @@ std::shared_ptr<CompiledProgram> CompileEngine::compileFor(const std::vector<Ten
   program->bindings = std::move(trace.bindings);
   program->writes = std::move(trace.writes);
   program->guards = std::move(trace.guards);
-  program->argumentGrads = std::move(trace.argumentGrads);
   program->graphText = ir::printGraph(*trace.graph);
   return program;
 }
@@ -175,12 +177,7 @@ std::string writtenAlias(const CompiledProgram& p, const std::vector<Tensor>& in
 /// What of `p`'s guards does not hold for a call with `inputs`, or empty.
 std::string failedGuard(const CompiledProgram& p, const std::vector<Tensor>& inputs) {
   for (const Guard& g : p.guards)
-    if (!g.holds()) return g.what;
-  for (const ArgumentGrad& ag : p.argumentGrads) {
-    const Tensor g = inputs[static_cast<size_t>(ag.argument)].grad();
-    if (g.defined() != ag.grad.has_value() || (g.defined() && g.type() != *ag.grad))
-      return fmt::format("the gradient of argument {} is {}", ag.argument, ag.grad ? ag.grad->str() : "undefined");
-  }
+    if (!g.holds(inputs)) return g.what;
   return {};
 }
 }  // namespace
@@ -257,10 +254,8 @@ std::vector<Tensor> CompileEngine::run(const CompiledProgram& p, const std::vect
   // The other inputs are bound in input order, which is trace order: random
   // draws advance their generator, per-call values run their host code
   // (Note [Per-call values] in frontend/trace.h).
-  for (const ArgumentGrad& ag : p.argumentGrads)
-    if (ag.input >= 0) bound[static_cast<size_t>(ag.input)] = inputs[static_cast<size_t>(ag.argument)].grad().contiguous();
   for (const InputBinding& b : p.bindings) {
-    std::vector<Tensor> values = b.bind();
+    std::vector<Tensor> values = b.bind(inputs);
     for (size_t k = 0; k < b.inputs.size(); ++k) {
       KILN_CHECK(values.at(k).defined(), "compile: {} is undefined at this call", b.what);
       bound[static_cast<size_t>(b.inputs[k])] = values[k].contiguous();

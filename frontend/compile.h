@@ -28,6 +28,7 @@
 
 #include <functional>
 #include <map>
+#include <span>
 #include <memory>
 #include <optional>
 #include <string>
@@ -61,8 +62,9 @@ struct InputBinding {
   Kind kind = Kind::capture;
   std::vector<int> inputs;  ///< the graph inputs it binds, in order
   std::string what;         ///< what they are, for messages
-  /// The tensors to bind, one per input; run once per call, in input order.
-  std::function<std::vector<Tensor>()> bind;
+  /// The tensors to bind, one per input, given the call's arguments; run
+  /// once per call, in input order.
+  std::function<std::vector<Tensor>(std::span<const Tensor> args)> bind;
 };
 
 /// A write into eager state that each call makes after its kernels ran
@@ -88,30 +90,18 @@ struct TraceWrite {
 /// frontend/trace.h); a program runs only while all its guards hold.
 struct Guard {
   std::string what;  ///< the condition, for KILN_LOG=recompiles
-  std::function<bool()> holds;
-};
-
-/// An argument that requires grad, traced as a leaf: backward() inside the
-/// function accumulates into its gradient, which starts as the caller's
-/// (a graph input bound at each call to it) and is written back to the
-/// caller's tensor. The program is valid while the caller's gradient has
-/// the state it had when traced.
-struct ArgumentGrad {
-  int argument = -1;
-  std::optional<ir::TensorType> grad;  ///< the gradient's type when traced; none: undefined
-  int input = -1;                       ///< graph input bound to the gradient, when it had one
+  std::function<bool(std::span<const Tensor> args)> holds;  ///< given the call's arguments
 };
 
 /// A traced graph: its first `numResults` outputs are the function's
 /// results, the others the new values of the writes; its inputs after the
-/// arguments are bound by `bindings` and `argumentGrads`.
+/// arguments are bound by `bindings`.
 struct Trace {
   std::unique_ptr<ir::Graph> graph;
   int numResults = 0;
   std::vector<InputBinding> bindings;
   std::vector<TraceWrite> writes;
   std::vector<Guard> guards;
-  std::vector<ArgumentGrad> argumentGrads;
 };
 
 namespace detail {
@@ -120,7 +110,9 @@ using TraceFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 /// Traces `fn` called with placeholders of `inputs` types into a graph
 /// named `name`, running nothing (like jax.make_jaxpr).
 /// With `callArgs` (the tensors of the call being traced for), arguments that
-/// require grad are traced as leaves (ArgumentGrad).
+/// require grad are traced as leaves: backward() inside the function
+/// accumulates into their gradients, which start from the caller's (a grad
+/// binding and a guard on its state) and are written back to it.
 Trace traceGraph(const TraceFn& fn, const std::vector<ir::TensorType>& inputs, const std::string& name = "traced",
                  const std::vector<Tensor>* callArgs = nullptr);
 /// The error when a compiled function is called with the wrong number of tensors.

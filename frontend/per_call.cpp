@@ -12,6 +12,4 @@ void guardHost(std::string what, std::function<bool()> holds) {
   if (TraceState* trace = TraceState::current()) trace->guard(std::move(what), std::move(holds));
 }
 
-Tensor scalarOf(double value, DType dtype, Device device) { return full({}, value, dtype, device); }
-
 }  // namespace kiln::detail

@@ -35,9 +35,10 @@ std::vector<Tensor> perCall(const std::vector<PerCallInput>& inputs, std::functi
 /// nothing.
 void guardHost(std::string what, std::function<bool()> holds);
 
-/// While alive, ops run eagerly even inside kiln::compile: for tensors that
-/// must outlive the trace (an optimizer's state, made at its first step).
-/// Traced tensors cannot be used in the scope.
+/// While alive, ops run eagerly even inside kiln::compile: for arithmetic
+/// on state that must not become part of the program (nn::init). Factories
+/// (zeros, randn) make eager tensors anyway. Traced tensors cannot be used
+/// in the scope.
 class EagerScope {
  public:
   EagerScope() : guard_(nullptr) {}
@@ -45,9 +46,5 @@ class EagerScope {
  private:
   TraceGuard guard_;
 };
-
-/// A 0-d tensor of `value` as `dtype` (converted as a scalar operand of an
-/// op would be).
-Tensor scalarOf(double value, DType dtype, Device device);
 
 }  // namespace kiln::detail

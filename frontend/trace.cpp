@@ -60,7 +60,7 @@ ir::Value* TraceState::valueOf(const Tensor& t, const char* op) {
     r.latest = graph->addInput(t.type(), "c" + std::to_string(bindings.size()));
     r.input = graph->numInputs() - 1;
     bindings.push_back({InputBinding::Kind::capture, {graph->numInputs() - 1}, t.str(),
-                        [tensor = t] { return std::vector<Tensor>{tensor}; }});
+                        [tensor = t](std::span<const Tensor>) { return std::vector<Tensor>{tensor}; }});
   }
   return r.latest;
 }
@@ -98,10 +98,10 @@ Tensor TraceState::gradOf(const Tensor& leaf) {
     r.initial = graph->addInput(g.type(), "g" + std::to_string(bindings.size()));
     r.current = wrap(r.initial);
     bindings.push_back({InputBinding::Kind::grad, {graph->numInputs() - 1}, "the gradient of " + leaf.str(),
-                        [impl = leaf.implPtr()] { return std::vector<Tensor>{impl->autograd->grad}; }});
+                        [impl = leaf.implPtr()](std::span<const Tensor>) { return std::vector<Tensor>{impl->autograd->grad}; }});
   }
   guards.push_back({fmt::format("the gradient of {} is {}", leaf.str(), type ? type->str() : "undefined"),
-                    [impl = leaf.implPtr(), type] { return gradIs(impl, type); }});
+                    [impl = leaf.implPtr(), type](std::span<const Tensor>) { return gradIs(impl, type); }});
   r.known = true;
   return r.current;
 }
@@ -125,7 +125,7 @@ std::vector<Tensor> TraceState::perCall(const std::vector<PerCallInput>& inputs,
     b.inputs.push_back(graph->numInputs() - 1);
     types.push_back(in.type);
   }
-  b.bind = [what = b.what, types, compute = std::move(compute)] {
+  b.bind = [what = b.what, types, compute = std::move(compute)](std::span<const Tensor>) {
     std::vector<Tensor> got = compute();
     KILN_ASSERT(got.size() == types.size(), "{}: {} values for {} inputs", what, got.size(), types.size());
     for (size_t i = 0; i < got.size(); ++i)
@@ -138,7 +138,7 @@ std::vector<Tensor> TraceState::perCall(const std::vector<PerCallInput>& inputs,
 }
 
 void TraceState::guard(std::string what, std::function<bool()> holds) {
-  guards.push_back({std::move(what), std::move(holds)});
+  guards.push_back({std::move(what), [holds = std::move(holds)](std::span<const Tensor>) { return holds(); }});
 }
 
 std::vector<TraceWrite> TraceState::finish(std::vector<ir::Value*>& outputs) {

@@ -69,8 +69,7 @@ void Adam::step() {
       Tensor grad = param.grad();
       if (!grad.defined()) continue;
       AdamParamState& s = state_[param.impl()];
-      if (!s.expAvg.defined()) {
-        kiln::detail::EagerScope eager;  // state outlives a trace of this step
+      if (!s.expAvg.defined()) {  // factories make eager tensors, also inside a trace
         s.expAvg = zeros(param.shape(), param.dtype(), param.device());
         s.expAvgSq = zeros(param.shape(), param.dtype(), param.device());
         if (options_.amsgrad) s.maxExpAvgSq = zeros(param.shape(), param.dtype(), param.device());
@@ -90,9 +89,9 @@ void Adam::step() {
             const double stepSize = lr / biasCorrection1;
             const double biasCorrection2Sqrt = std::pow(biasCorrection2, 0.5);  // Python's ** 0.5
             const double decayFactor = decoupledWeightDecay_ ? 1 - lr * weightDecay : weightDecay;
-            return std::vector<Tensor>{kiln::detail::scalarOf(decayFactor, scalar.dtype, scalar.device),
-                                       kiln::detail::scalarOf(-stepSize, scalar.dtype, scalar.device),
-                                       kiln::detail::scalarOf(biasCorrection2Sqrt, scalar.dtype, scalar.device)};
+            return std::vector<Tensor>{full({}, decayFactor, scalar.dtype, scalar.device),
+                                       full({}, -stepSize, scalar.dtype, scalar.device),
+                                       full({}, biasCorrection2Sqrt, scalar.dtype, scalar.device)};
           });
       if (decay) {
         if (decoupledWeightDecay_)

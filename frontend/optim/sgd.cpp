@@ -54,8 +54,8 @@ void SGD::step() {
       const std::vector<Tensor> k =
           kiln::detail::perCall({{"sgd_neg_lr", scalar}, {"sgd_weight_decay", scalar}}, [this, gi, scalar] {
             return std::vector<Tensor>{
-                kiln::detail::scalarOf(-*paramGroups()[gi].lr, scalar.dtype, scalar.device),
-                kiln::detail::scalarOf(*paramGroups()[gi].weightDecay, scalar.dtype, scalar.device)};
+                full({}, -*paramGroups()[gi].lr, scalar.dtype, scalar.device),
+                full({}, *paramGroups()[gi].weightDecay, scalar.dtype, scalar.device)};
           });
       if (decay) grad = add(grad, mul(param, k[1]));  // grad.add(param, alpha=weight_decay)
       if (momentum != 0) {
@@ -68,11 +68,8 @@ void SGD::step() {
               return (it != momentumBuffers_.end() && it->second.defined()) != first;
             });
         if (first) {
-          {
-            kiln::detail::EagerScope eager;  // state outlives a trace of this step
-            buf = zeros(grad.shape(), grad.dtype(), grad.device());
-          }
-          buf.copy_(grad);  // torch.clone(grad)
+          buf = zeros(grad.shape(), grad.dtype(), grad.device());  // eager, also inside a trace
+          buf.copy_(grad);                                          // torch.clone(grad)
         } else {
           buf.mul_(momentum).add_(grad, 1 - options_.dampening);
         }

@@ -3,8 +3,6 @@
 
 #include <cmath>
 
-#include "frontend/per_call.h"
-
 namespace kiln::tools {
 
 Tensor chain8(const Tensor& x) {
@@ -24,18 +22,16 @@ Tensor chain8Math(const Tensor& x) {
 
 Tensor biasRelu(const Tensor& x, const Tensor& b) { return relu(x + b); }
 
-MlpTrainStep::MlpTrainStep() {
-  kiln::detail::EagerScope eager;  // parameters are state, never traced values
-  model_.emplace(nn::Linear(kIn, kHidden), nn::ReLU(), nn::Linear(kHidden, kHidden), nn::ReLU(),
-                 nn::Linear(kHidden, kClasses));
-  optimizer_ = std::make_unique<optim::AdamW>((*model_)->parameters());
-}
+MlpTrainStep::MlpTrainStep()
+    : model_(nn::Linear(kIn, kHidden), nn::ReLU(), nn::Linear(kHidden, kHidden), nn::ReLU(),
+             nn::Linear(kHidden, kClasses)),
+      optimizer_(model_->parameters()) {}
 
 Tensor MlpTrainStep::operator()(const Tensor& x, const Tensor& labels) {
-  optimizer_->zeroGrad();
-  Tensor loss = crossEntropy((*model_)(x), labels);
+  optimizer_.zeroGrad();
+  Tensor loss = crossEntropy(model_(x), labels);
   loss.backward();
-  optimizer_->step();
+  optimizer_.step();
   return loss;
 }
 

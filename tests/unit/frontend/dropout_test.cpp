@@ -251,7 +251,7 @@ TEST(Dropout, TracingDrawsNothing) {
   EXPECT_EQ(tr.bindings[0].inputs, (std::vector<int>{1, 2}));
   gen.manualSeed(77);
   gen.setOffset(5);
-  const std::vector<Tensor> bound = tr.bindings[0].bind();
+  const std::vector<Tensor> bound = tr.bindings[0].bind({});
   EXPECT_EQ(bound.at(0).toVector<int64_t>(), (std::vector<int64_t>{77}));
   EXPECT_EQ(bound.at(1).toVector<int64_t>(), (std::vector<int64_t>{5}));
   EXPECT_EQ(gen.offset(), 6u);
