@@ -177,42 +177,40 @@ Generator& defaultGenerator() {
 
 void manualSeed(uint64_t seed) { defaultGenerator().manualSeed(seed); }
 
-Tensor randn(const Shape& shape, Generator& generator, Device device) {
-  checkShape("randn", shape);
+namespace {
+/// An f32 tensor of `shape` whose element i is `value(block)` of the Philox
+/// block with counter (i, offset) under the generator's seed, for one draw
+/// (the generator advances once).
+template <typename F>
+Tensor fromPhiloxBlocks(const char* name, const Shape& shape, Generator& generator, Device device, F value) {
+  checkShape(name, shape);
   Tensor t = allocate({DType::f32, shape, device});
   float* p = t.data<float>();
   const uint64_t offset = generator.advance();
   const runtime::PhiloxKey key = {static_cast<uint32_t>(generator.seed()),
                                   static_cast<uint32_t>(generator.seed() >> 32)};
   runtime::ThreadPool::instance().parallelFor(t.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      auto r = runtime::philox4x32_10({static_cast<uint32_t>(i), static_cast<uint32_t>(i >> 32),
-                                       static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32)},
-                                      key);
-      // Box-Muller; u1 is in (0, 1], so the log is finite.
-      double u1 = runtime::uniformFromBits(r[0]), u2 = runtime::uniformFromBits(r[1]);
-      p[i] = static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2));
-    }
+    for (int64_t i = begin; i < end; ++i)
+      p[i] = value(runtime::philox4x32_10({static_cast<uint32_t>(i), static_cast<uint32_t>(i >> 32),
+                                           static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32)},
+                                          key));
   });
   return t;
 }
+}  // namespace
+
+Tensor randn(const Shape& shape, Generator& generator, Device device) {
+  return fromPhiloxBlocks("randn", shape, generator, device, [](const auto& r) {
+    // Box-Muller; u1 is in (0, 1], so the log is finite.
+    const double u1 = runtime::uniformFromBits(r[0]), u2 = runtime::uniformFromBits(r[1]);
+    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2));
+  });
+}
 
 Tensor rand(const Shape& shape, Generator& generator, Device device) {
-  checkShape("rand", shape);
-  Tensor t = allocate({DType::f32, shape, device});
-  float* p = t.data<float>();
-  const uint64_t offset = generator.advance();
-  const runtime::PhiloxKey key = {static_cast<uint32_t>(generator.seed()),
-                                  static_cast<uint32_t>(generator.seed() >> 32)};
-  runtime::ThreadPool::instance().parallelFor(t.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      auto r = runtime::philox4x32_10({static_cast<uint32_t>(i), static_cast<uint32_t>(i >> 32),
-                                       static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32)},
-                                      key);
-      p[i] = static_cast<float>(r[0] >> 8) * (1.0f / 16777216.0f);  // exact: 24 bits, scaled by a power of 2
-    }
+  return fromPhiloxBlocks("rand", shape, generator, device, [](const auto& r) {
+    return static_cast<float>(r[0] >> 8) * (1.0f / 16777216.0f);  // exact: 24 bits, scaled by a power of 2
   });
-  return t;
 }
 
 }  // namespace kiln
