@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-
 #include <optional>
 #include <unordered_map>
 
@@ -14,14 +13,12 @@
 #include "codegen/lowering_library.h"
 #include "codegen/lowering_reduction.h"
 #include "codegen/plan_memory.h"
+#include "codegen/target.h"
 #include "runtime/error.h"
 
 namespace kiln::codegen {
 
 namespace {
-// Kernels split across threads in ranges of whole cache lines; tensors below
-// this many elements run on one thread.
-constexpr int64_t kGrain = 32768;
 
 /// Whether `v` is read only by library calls, directly or through more
 /// views, and is not returned.
@@ -80,7 +77,9 @@ bool donateInPlace(LoweredKernel& lowered, int input, int result) {
   if (k.params[in].dtype != k.params[out].dtype || k.params[in].inner != k.params[out].inner) return false;
   const auto rank = static_cast<size_t>(k.rank);
   std::vector<int64_t>& args = lowered.launch.args;
-  auto strides = [&](int p) { return args.begin() + static_cast<std::ptrdiff_t>(rank + static_cast<size_t>(p) * rank); };
+  auto strides = [&](int p) {
+    return args.begin() + static_cast<std::ptrdiff_t>(rank + static_cast<size_t>(p) * rank);
+  };
   if (!std::equal(strides(in), strides(in) + static_cast<std::ptrdiff_t>(rank), strides(out))) return false;
   // Stores to `out` go to `in`; `out` goes away, with its strides.
   k.params[in].inout = true;
@@ -96,16 +95,46 @@ bool donateInPlace(LoweredKernel& lowered, int input, int result) {
   return true;
 }
 
+/// The layouts node `n`'s results are written with: empty (all contiguous)
+/// unless one of them is a graph output given strides in `outputStrides`.
+std::vector<ir::Layout> outputLayouts(const ir::Graph& graph, const ir::Node& n,
+                                      std::span<const ir::Strides> outputStrides) {
+  if (outputStrides.empty()) return {};
+  KILN_ASSERT(outputStrides.size() == graph.outputs().size(), "{} output layouts for a graph of {} outputs",
+              outputStrides.size(), graph.outputs().size());
+  std::vector<ir::Layout> layouts;
+  bool given = false;
+  for (const ir::Value* out : n.outputs()) {
+    ir::Layout l = ir::contiguousLayout(out->type().shape);
+    bool returned = false;
+    for (size_t k = 0; k < graph.outputs().size(); ++k) {
+      if (graph.outputs()[k] != out) continue;
+      KILN_ASSERT(outputStrides[k].size() == out->type().shape.size(), "strides {} for output {}",
+                  ir::shapeStr(outputStrides[k]), out->type().str());
+      KILN_ASSERT(!returned || l.strides == outputStrides[k], "one value returned with two layouts");
+      l.strides = outputStrides[k];
+      returned = true;
+    }
+    given = given || !ir::isContiguous(out->type().shape, l.strides);
+    layouts.push_back(std::move(l));
+  }
+  if (!given) return {};
+  KILN_CHECK(n.op() == ir::Op::fusion && !isReductionNode(n),
+             "codegen: only an elementwise fusion can write a result through given strides, not {}",
+             ir::opName(n.op()));
+  return layouts;
+}
 }  // namespace
 
-bool supports(const ir::Node& node, std::string* why) {
+bool supports(const ir::Node& node, Device device, std::string* why) {
   auto no = [&](std::string reason) {
     if (why) *why = std::move(reason);
     return false;
   };
   if (!node.owner()) return no("node without a graph");
   for (const ir::Value* v : node.inputs())
-    if (!v->type().device.isCpu()) return no(fmt::format("input on {}", v->type().device.str()));
+    if (v->type().device != device) return no(fmt::format("input on {}", v->type().device.str()));
+  if (!targetFor(device).supports(node, why)) return false;
   switch (node.op()) {
     case ir::Op::fusion: return true;
     case ir::Op::constant: return true;  // folded into the kernels that read it
@@ -162,15 +191,23 @@ bool supports(const ir::Node& node, std::string* why) {
   return no("unknown op");
 }
 
-runtime::Executable compileGraph(const ir::Graph& graph, std::span<const ir::Strides> inputStrides,
-                                 std::span<const Donation> donations) {
+Device graphDevice(const ir::Graph& graph) {
+  if (graph.numInputs() > 0) return graph.input(0)->type().device;
+  if (!graph.outputs().empty()) return graph.outputs()[0]->type().device;
+  return Device::cpu();
+}
+
+runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::span<const ir::Strides> inputStrides,
+                                 std::span<const Donation> donations, std::span<const ir::Strides> outputStrides) {
+  const Target& target = targetFor(device);
   for (const ir::Node* n : graph.nodes()) {
     std::string why;
-    KILN_CHECK(supports(*n, &why), "codegen: cannot run {} on the cpu backend: {}", ir::opName(n->op()), why);
+    KILN_CHECK(supports(*n, device, &why), "codegen: cannot run {} on {}: {}", ir::opName(n->op()), device.str(), why);
   }
   KILN_ASSERT(inputStrides.empty() || static_cast<int>(inputStrides.size()) == graph.numInputs(),
               "{} input layouts for a graph of {} inputs", inputStrides.size(), graph.numInputs());
   runtime::Executable exe;
+  exe.device = device;
   std::unordered_map<const ir::Value*, int> slot;
   std::unordered_map<const ir::Value*, ir::Layout> layout;  // of graph inputs; everything else is contiguous
   auto newSlot = [&](const ir::Value* v, int64_t elements) {
@@ -238,7 +275,7 @@ runtime::Executable compileGraph(const ir::Graph& graph, std::span<const ir::Str
       continue;
     }
     if (n->info().kind == ir::OpKind::library) {
-      LoweredCall lowered = lowerLibrary(*n, inputs);
+      LoweredCall lowered = lowerLibrary(*n, inputs, target.libraries());
       runtime::LibraryStep step;
       step.name = std::move(lowered.name);
       step.fn = lowered.fn;
@@ -255,10 +292,15 @@ runtime::Executable compileGraph(const ir::Graph& graph, std::span<const ir::Str
       exe.steps.emplace_back(std::move(step));
       continue;
     }
-    std::vector<LoweredKernel> kernels = lowerKernels(*n, inputs);
+    const std::vector<ir::Layout> outputs = outputLayouts(graph, *n, outputStrides);
+    std::vector<LoweredKernel> kernels = lowerKernels(*n, inputs, outputs);
     std::vector<int> outSlots;
     for (int j = 0; j < n->numOutputs(); ++j) {
       const ir::Value* out = n->output(j);
+      if (!outputs.empty()) {
+        outSlots.push_back(newSlot(out, ir::extent(out->type().shape, outputs[static_cast<size_t>(j)].strides)));
+        continue;
+      }
       auto d = donor.find(out);
       if (d != donor.end() && kernels.size() == 1 && !kernels[0].kernel.isReduction()) {
         const auto it = std::find(n->inputs().begin(), n->inputs().end(), d->second);
@@ -270,11 +312,9 @@ runtime::Executable compileGraph(const ir::Graph& graph, std::span<const ir::Str
       outSlots.push_back(newSlot(out, out->type().numel()));
     }
     for (LoweredKernel& lowered : kernels) {
-      auto compiled = KernelCache::instance().cpu(lowered.kernel);
       runtime::KernelStep step;
       step.name = lowered.kernel.name;
-      step.fn = compiled->fn;
-      step.keepAlive = compiled;
+      step.kernel = KernelCache::instance().get(lowered.kernel, device)->module;
       bool offsets = false;
       for (size_t p = 0; p < lowered.bindings.size(); ++p) {
         const ParamBinding& b = lowered.bindings[p];
@@ -283,10 +323,8 @@ runtime::Executable compileGraph(const ir::Graph& graph, std::span<const ir::Str
         offsets = offsets || b.offset != 0;
       }
       if (!offsets) step.offsets.clear();
-      // A reduction kernel splits by whole output rows (lowering_reduction.h).
-      step.grain = lowered.kernel.isReduction() ? reductionGrain(lowered.kernel, lowered.launch) : kGrain;
+      step.shape = target.launchShape(lowered.kernel, lowered.launch);
       step.args = std::move(lowered.launch.args);
-      step.numel = lowered.launch.numel;
       exe.steps.emplace_back(std::move(step));
     }
   }

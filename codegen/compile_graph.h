@@ -8,8 +8,10 @@
 // kernel cache, lowers each library call to a runtime::LibraryStep
 // (codegen/lowering_library.h), and lays out buffer slots — the graph's
 // inputs, then one slot per node result — which plan-memory then packs into
-// shared buffers (codegen/plan_memory.h). A backend that cannot run a node
-// says so up front (supports()), before anything is compiled.
+// shared buffers (codegen/plan_memory.h). Everything device-specific — how
+// a kernel is compiled and loaded, its launch shape, the library functions —
+// comes from the target device's codegen::Target. A target that cannot run
+// a node says so up front (supports()), before anything is compiled.
 //
 // Note [Library calls read views]: a library call takes each operand with
 // its strides (a transposed weight goes to BLAS with the transposed flag,
@@ -24,13 +26,15 @@
 
 #include "ir/graph.h"
 #include "ir/layout.h"
+#include "runtime/device.h"
 #include "runtime/executable.h"
 
 namespace kiln::codegen {
 
-/// Whether the CPU backend can run `node` as a top-level node of a graph;
-/// when not, `why` says why.
-bool supports(const ir::Node& node, std::string* why = nullptr);
+/// Whether `node` can run as a top-level node of a graph compiled for
+/// `device` (its inputs on `device`, a node kind compileGraph lowers, and
+/// one the device's Target runs); when not, `why` says why.
+bool supports(const ir::Node& node, Device device, std::string* why = nullptr);
 
 /// A graph input whose buffer the caller gives up to a graph output
 /// (Note [Donated buffers] in compile_graph.cpp): the output may be written
@@ -41,15 +45,27 @@ struct Donation {
   int output = -1;  ///< graph output index
 };
 
-/// Compiles `graph` (after fusion) into an executable whose inputs are the
-/// graph's inputs and whose outputs are the graph's outputs. Input i is laid
+/// Compiles `graph` (after fusion) for `device` into an executable whose
+/// inputs are the graph's inputs and whose outputs are the graph's outputs:
+/// its kernels are compiled by the device's Target (codegen/target.h) and
+/// loaded on the device, its steps launch there. Input i is laid
 /// out with strides `inputStrides[i]` (in elements, from where the caller
 /// binds it: Executable::run's offsets); all inputs are contiguous when
 /// `inputStrides` is empty. Kernels read inputs through their strides (no
 /// copies); results are contiguous, each in a buffer of its own unless a
 /// donation lets it overwrite its input. Throws kiln::Error naming the first
 /// unsupported node.
-runtime::Executable compileGraph(const ir::Graph& graph, std::span<const ir::Strides> inputStrides = {},
-                                 std::span<const Donation> donations = {});
+/// `outputStrides`, when not empty, gives the strides each graph output is
+/// written with (an output made by an elementwise fusion; contiguous
+/// strides for the others), into a buffer the caller binds (Executable::run's
+/// `outputs`): a copy into a view is one kernel (copy_).
+runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::span<const ir::Strides> inputStrides = {},
+                                 std::span<const Donation> donations = {},
+                                 std::span<const ir::Strides> outputStrides = {});
+
+/// The device a graph runs on: that of its first input, else of its first
+/// output, else the CPU (a graph of constants). compileGraph() checks that
+/// every node's inputs are there.
+Device graphDevice(const ir::Graph& graph);
 
 }  // namespace kiln::codegen

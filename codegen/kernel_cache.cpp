@@ -8,23 +8,23 @@ KernelCache& KernelCache::instance() {
   return *cache;
 }
 
-std::shared_ptr<const CompiledCpuKernel> KernelCache::cpu(const Kernel& kernel) {
-  std::string key = kernel.signature();
+std::shared_ptr<const CompiledKernel> KernelCache::get(const Kernel& kernel, Device device) {
+  std::string key = device.str() + "|" + kernel.signature();
   {
     std::lock_guard lock(mutex_);
-    if (auto it = cpu_.find(key); it != cpu_.end()) {
+    if (auto it = kernels_.find(key); it != kernels_.end()) {
       stats_.hits++;
       return it->second;
     }
   }
   // Compile outside the lock; if two threads race, both compile and the
-  // first one in wins (the JIT is itself thread-safe).
-  auto compiled = std::make_shared<const CompiledCpuKernel>(compileCpuKernel(kernel));
+  // first one in wins (the compilers are themselves thread-safe).
+  auto compiled = std::make_shared<const CompiledKernel>(targetFor(device).compile(kernel, device));
   std::lock_guard lock(mutex_);
   stats_.misses++;
   stats_.diskHits += compiled->fromDiskCache;
   stats_.compileMs += compiled->compileMs;
-  return cpu_.emplace(std::move(key), compiled).first->second;
+  return kernels_.emplace(std::move(key), compiled).first->second;
 }
 
 KernelCacheStats KernelCache::stats() const {
@@ -34,7 +34,7 @@ KernelCacheStats KernelCache::stats() const {
 
 void KernelCache::clear() {
   std::lock_guard lock(mutex_);
-  cpu_.clear();
+  kernels_.clear();
 }
 
 }  // namespace kiln::codegen

@@ -1,8 +1,10 @@
-// The in-memory kernel cache: one compiled kernel per kernel signature
-// (DESIGN.md §2, §6), shared by eager ops and compiled graphs, so an eager op
-// and a fused graph that need the same kernel compile it once. The disk
-// cache (keyed by the same signature hash, the target and compiler versions)
-// will sit behind it.
+// The in-memory kernel cache: one compiled, loaded kernel per device and
+// kernel signature (DESIGN.md §2, §6), shared by eager ops and compiled
+// graphs, so an eager op and a fused graph that need the same kernel compile
+// it once. Behind it, each target keeps object code in the disk cache
+// (codegen/disk_cache.h) keyed by its description of the device (CPU
+// features, sm_XY, OpenCL device and driver version), the compiler and the
+// kernel, so a new process loads kernels instead of compiling them.
 #pragma once
 
 #include <cstdint>
@@ -11,24 +13,26 @@
 #include <string>
 #include <unordered_map>
 
-#include "codegen/cpu_compiler.h"
 #include "codegen/kernel.h"
+#include "codegen/target.h"
+#include "runtime/device.h"
 
 namespace kiln::codegen {
 
 struct KernelCacheStats {
   int64_t hits = 0;
-  int64_t misses = 0;     ///< kernels not in memory: compiled, or loaded from the disk cache
-  int64_t diskHits = 0;   ///< of the misses, those loaded from the disk cache
-  double compileMs = 0;   ///< total time spent compiling or loading
+  int64_t misses = 0;    ///< kernels not in memory: compiled, or loaded from the disk cache
+  int64_t diskHits = 0;  ///< of the misses, those loaded from the disk cache
+  double compileMs = 0;  ///< total time spent compiling or loading
 };
 
 class KernelCache {
  public:
   static KernelCache& instance();
 
-  /// The compiled CPU kernel for `kernel`, compiling it on a miss.
-  std::shared_ptr<const CompiledCpuKernel> cpu(const Kernel& kernel);
+  /// `kernel` compiled for and loaded on `device`, compiling it (through
+  /// the device's Target) on a miss.
+  std::shared_ptr<const CompiledKernel> get(const Kernel& kernel, Device device);
 
   KernelCacheStats stats() const;
   /// Forgets every kernel (running executables keep theirs alive).
@@ -36,7 +40,9 @@ class KernelCache {
 
  private:
   mutable std::mutex mutex_;
-  std::unordered_map<std::string, std::shared_ptr<const CompiledCpuKernel>> cpu_;
+  /// By device ("cpu", "cuda:0": a module is loaded on one device) and
+  /// kernel signature.
+  std::unordered_map<std::string, std::shared_ptr<const CompiledKernel>> kernels_;
   KernelCacheStats stats_;
 };
 

@@ -105,7 +105,8 @@ LoweredKernel finish(const ir::Shape& domain, const std::vector<Param>& params,
 
 /// The kernel of a fusion whose body is elementwise ops over views of its
 /// inputs (or nothing: a copy).
-LoweredKernel lowerElementwise(const ir::Node& fusion, std::span<const ir::Layout> inputs) {
+LoweredKernel lowerElementwise(const ir::Node& fusion, std::span<const ir::Layout> inputs,
+                               std::span<const ir::Layout> outputs) {
   const ir::Graph& body = *fusion.body();
   const ir::Shape domain = fusion.output(0)->type().shape;
   for (const ir::Value* out : fusion.outputs())
@@ -137,8 +138,10 @@ LoweredKernel lowerElementwise(const ir::Node& fusion, std::span<const ir::Layou
   std::stable_sort(params.begin(), params.end(),
                    [](const Param& a, const Param& b) { return a.binding.index < b.binding.index; });
   const int numLoads = static_cast<int>(params.size());
-  for (int j = 0; j < fusion.numOutputs(); ++j)
-    params.push_back({fusion.output(j)->type().dtype, true, ir::contiguousStrides(domain), {true, j, 0}});
+  for (int j = 0; j < fusion.numOutputs(); ++j) {
+    const ir::Layout out = outputs.empty() ? ir::contiguousLayout(domain) : outputs[j];
+    params.push_back({fusion.output(j)->type().dtype, true, out.strides, {true, j, out.offset}});
+  }
 
   // Index spaces: one per distinct result shape whose element index an op
   // reads (Note [Dropout draws]): the contiguous strides of that shape over
@@ -270,15 +273,21 @@ void coalesce(std::vector<int64_t>& domain, std::vector<std::vector<int64_t>>& s
   strides = std::move(out);
 }
 
-std::vector<LoweredKernel> lowerFusionKernels(const ir::Node& fusion, std::span<const ir::Layout> inputs) {
+std::vector<LoweredKernel> lowerFusionKernels(const ir::Node& fusion, std::span<const ir::Layout> inputs,
+                                              std::span<const ir::Layout> outputs) {
   KILN_ASSERT(fusion.op() == ir::Op::fusion && fusion.body(), "lowerFusion of a {}", ir::opName(fusion.op()));
   KILN_ASSERT(fusion.numOutputs() > 0, "fusion without results");
   KILN_ASSERT(inputs.empty() || static_cast<int>(inputs.size()) == fusion.numInputs(),
               "{} layouts for a fusion of {} inputs", inputs.size(), fusion.numInputs());
+  KILN_ASSERT(outputs.empty() || static_cast<int>(outputs.size()) == fusion.numOutputs(),
+              "{} layouts for a fusion of {} results", outputs.size(), fusion.numOutputs());
   const ir::Graph& body = *fusion.body();
   const ir::Node* last = body.outputs().empty() ? nullptr : body.outputs()[0]->node();
-  if (last && last->op() == ir::Op::cat) return lowerCat(fusion, inputs);
-  return {lowerElementwise(fusion, inputs)};
+  if (last && last->op() == ir::Op::cat) {
+    KILN_ASSERT(outputs.empty(), "a cat written through given strides");
+    return lowerCat(fusion, inputs);
+  }
+  return {lowerElementwise(fusion, inputs, outputs)};
 }
 
 LoweredKernel lowerFusion(const ir::Node& fusion, std::span<const ir::Layout> inputs) {

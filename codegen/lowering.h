@@ -16,7 +16,8 @@
 // has inner stride class `any`. What is left — rank, dtypes, each
 // parameter's innermost stride class and the body — is the kernel; sizes and
 // strides are its arguments, offsets are where each parameter's pointer
-// starts (runtime::KernelStep::offsets). Results are written contiguously.
+// starts (runtime::KernelStep::offsets). Results are written contiguously,
+// unless the caller gives their layouts.
 // An op that reads its element's index (dropout) gets an index space: the
 // contiguous strides of its result shape over the domain, coalesced with the
 // parameters, so the index it reads is the element's row-major position in
@@ -52,8 +53,11 @@ struct LoweredKernel {
 
 /// Lowers `fusion` to the kernels that compute it, in launch order: one,
 /// or one per input of a cat. `inputs` gives the layout of each fusion input
-/// (contiguous for all when empty).
-std::vector<LoweredKernel> lowerFusionKernels(const ir::Node& fusion, std::span<const ir::Layout> inputs = {});
+/// (contiguous for all when empty); `outputs` the layout each result is
+/// written through (contiguous when empty; not for a cat), so that a copy
+/// can write into a view (copy_: Note [Fills are kernels] in frontend/tensor.cpp).
+std::vector<LoweredKernel> lowerFusionKernels(const ir::Node& fusion, std::span<const ir::Layout> inputs = {},
+                                              std::span<const ir::Layout> outputs = {});
 
 /// The one kernel of a fusion that is not a cat.
 LoweredKernel lowerFusion(const ir::Node& fusion, std::span<const ir::Layout> inputs = {});

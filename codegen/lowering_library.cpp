@@ -50,7 +50,7 @@ runtime::IndexCall indexCall(const ir::Node& node, std::span<const ir::Layout> i
 }
 }  // namespace
 
-LoweredCall lowerLibrary(const ir::Node& node, std::span<const ir::Layout> inputs) {
+LoweredCall lowerLibrary(const ir::Node& node, std::span<const ir::Layout> inputs, const LibraryFunctions& functions) {
   KILN_ASSERT(node.info().kind == ir::OpKind::library, "lowerLibrary of {}", ir::opName(node.op()));
   KILN_ASSERT(static_cast<int>(inputs.size()) == node.numInputs(), "{} layouts for {} operands of {}", inputs.size(),
               node.numInputs(), ir::opName(node.op()));
@@ -61,17 +61,17 @@ LoweredCall lowerLibrary(const ir::Node& node, std::span<const ir::Layout> input
   call.name = fmt::format("{}_{}", ir::opName(node.op()), dtypeName(node.output()->type().dtype));
   switch (node.op()) {
     case ir::Op::matmul:
-      call.fn = &runtime::matmul;
+      call.fn = functions.matmul;
       call.args = matmulCall(node, inputs).encode();
-      return call;
+      break;
     case ir::Op::index_select:
-      call.fn = &runtime::indexSelect;
+      call.fn = functions.indexSelect;
       call.args = indexCall(node, inputs).encode();
-      return call;
+      break;
     case ir::Op::index_add:
-      call.fn = &runtime::indexAdd;
+      call.fn = functions.indexAdd;
       call.args = indexCall(node, inputs).encode();
-      return call;
+      break;
     case ir::Op::constant:
     case ir::Op::add:
     case ir::Op::sub:
@@ -114,9 +114,10 @@ LoweredCall lowerLibrary(const ir::Node& node, std::span<const ir::Layout> input
     case ir::Op::amin:
     case ir::Op::argmax:
     case ir::Op::var:
-    case ir::Op::fusion: break;
+    case ir::Op::fusion: KILN_ASSERT(false, "{} has no library call", ir::opName(node.op()));
   }
-  KILN_ASSERT(false, "{} has no library call", ir::opName(node.op()));
+  KILN_CHECK(call.fn, "codegen: {} of {} has no library function on {}", ir::opName(node.op()),
+             node.output()->type().str(), node.output()->type().device.str());
   return call;
 }
 

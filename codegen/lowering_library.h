@@ -1,6 +1,6 @@
 // Lowering of a library node (ir::OpKind::library: matmul, index_select,
 // index_add) to the call of its runtime function (runtime/blas.h,
-// runtime/indexing.h): which function, and its integer arguments — sizes,
+// runtime/indexing.h, or a device's own): which function, and its integer arguments — sizes,
 // and the strides each operand is read through. Operands keep their
 // layouts (a transposed weight goes to BLAS as it is, an expanded batch dim
 // is a stride of 0); the result is contiguous. The node's operands, then its
@@ -14,6 +14,7 @@
 
 #include "ir/graph.h"
 #include "ir/layout.h"
+#include "codegen/target.h"
 #include "runtime/executable.h"
 
 namespace kiln::codegen {
@@ -25,7 +26,9 @@ struct LoweredCall {
 };
 
 /// Lowers library node `node` whose operands are laid out as `inputs` (one
-/// per operand: strides in elements; the offsets are the caller's to bind).
-LoweredCall lowerLibrary(const ir::Node& node, std::span<const ir::Layout> inputs);
+/// per operand: strides in elements; the offsets are the caller's to bind)
+/// to a call of its function in `functions` (a target's). kiln::Error when
+/// that target has none.
+LoweredCall lowerLibrary(const ir::Node& node, std::span<const ir::Layout> inputs, const LibraryFunctions& functions);
 
 }  // namespace kiln::codegen

@@ -309,9 +309,13 @@ LoweredKernel lowerReduction(const ir::Node& node, std::span<const ir::Layout> l
   return result;
 }
 
-std::vector<LoweredKernel> lowerKernels(const ir::Node& node, std::span<const ir::Layout> inputs) {
-  if (isReductionNode(node)) return {lowerReduction(node, inputs)};
-  return lowerFusionKernels(node, inputs);
+std::vector<LoweredKernel> lowerKernels(const ir::Node& node, std::span<const ir::Layout> inputs,
+                                        std::span<const ir::Layout> outputs) {
+  if (isReductionNode(node)) {
+    KILN_ASSERT(outputs.empty(), "a reduction written through given strides");
+    return {lowerReduction(node, inputs)};
+  }
+  return lowerFusionKernels(node, inputs, outputs);
 }
 
 int64_t reductionGrain(const Kernel& kernel, const LaunchArgs& launch) {

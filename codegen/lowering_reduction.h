@@ -42,8 +42,10 @@ bool isReductionNode(const ir::Node& node);
 LoweredKernel lowerReduction(const ir::Node& node, std::span<const ir::Layout> inputs = {});
 
 /// The kernels of any node codegen runs, in launch order: lowerReduction for
-/// a reduction node (or a fusion of reductions), else lowerFusionKernels.
-std::vector<LoweredKernel> lowerKernels(const ir::Node& node, std::span<const ir::Layout> inputs = {});
+/// a reduction node (or a fusion of reductions), else lowerFusionKernels
+/// (whose results alone may be written through given `outputs` layouts).
+std::vector<LoweredKernel> lowerKernels(const ir::Node& node, std::span<const ir::Layout> inputs = {},
+                                        std::span<const ir::Layout> outputs = {});
 
 /// Output rows per thread-pool chunk for a reduction kernel launched with
 /// `launch` (codegen/compile_graph.cpp): whole rows, enough of them for

@@ -144,7 +144,7 @@ std::shared_ptr<CompiledProgram> CompileEngine::compileFor(const std::vector<Ten
   for (const TraceWrite& w : trace.writes)
     if ((w.kind == TraceWrite::Kind::elements || w.kind == TraceWrite::Kind::argument) && w.input >= 0)
       donations.push_back({w.input, w.output});
-  program->exe = codegen::compileGraph(*trace.graph, {}, donations);
+  program->exe = codegen::compileGraph(*trace.graph, codegen::graphDevice(*trace.graph), {}, donations);
   for (ir::Value* v : trace.graph->outputs()) program->outputTypes.push_back(v->type());
   program->numResults = trace.numResults;
   program->bindings = std::move(trace.bindings);

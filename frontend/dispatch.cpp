@@ -112,13 +112,12 @@ void checkScalarFits(std::string_view name, const Operand& o, DType dtype) {
 
 /// A 0-d tensor holding scalar `o` as `dtype` (integers exactly).
 Tensor scalarTensor(const Operand& o, DType dtype, Device device) {
-  Tensor t = zeros({}, dtype, device);
-  void* p = t.impl()->storage->data();
+  unsigned char element[8];
   if (o.kind == Operand::Kind::integer || o.kind == Operand::Kind::boolean)
-    storeIntAs(p, dtype, o.intScalar);
+    storeIntAs(element, dtype, o.intScalar);
   else
-    storeAs(p, dtype, o.scalar);
-  return t;
+    storeAs(element, dtype, o.scalar);
+  return fromElements(element, 1, dtype, {}, device);
 }
 
 /// `v` as `dtype`: itself, or a new cast node.
@@ -127,8 +126,8 @@ ir::Value* castTo(ir::Graph& g, ir::Value* v, DType dtype) {
   return g.create(ir::Op::cast, std::vector<ir::Value*>{v}, {{"dtype", dtype}})->output();
 }
 
-std::unique_ptr<ir::Graph> buildEager(ir::Op op, const std::vector<ir::TensorType>& types, const std::vector<DType>& want,
-                                      const ir::Attributes& attrs) {
+std::unique_ptr<ir::Graph> buildEager(ir::Op op, const std::vector<ir::TensorType>& types,
+                                      const std::vector<DType>& want, const ir::Attributes& attrs) {
   auto g = std::make_unique<ir::Graph>(fmt::format("eager_{}", ir::opName(op)));
   std::vector<ir::Value*> inputs;
   for (size_t i = 0; i < types.size(); ++i) inputs.push_back(castTo(*g, g->addInput(types[i]), want[i]));
@@ -145,15 +144,17 @@ std::string inputKey(const Tensor& t) { return t.type().str() + ir::shapeStr(t.s
 }  // namespace
 
 Tensor runEagerGraph(const std::string& key, const std::vector<Tensor>& inputs, const ir::TensorType& out,
-                     const std::function<std::unique_ptr<ir::Graph>()>& build) {
+                     const std::function<std::unique_ptr<ir::Graph>()>& build, const Tensor& into) {
   std::string full = key;
   for (const Tensor& t : inputs) full += "|" + inputKey(t);
+  if (into.defined()) full += "|into" + ir::shapeStr(into.strides());
   auto exe = eagerCache().get(full);
   if (!exe) {
     std::unique_ptr<ir::Graph> g = build();
-    std::vector<ir::Strides> strides;
+    std::vector<ir::Strides> strides, outStrides;
     for (const Tensor& t : inputs) strides.push_back(t.strides());
-    exe = std::make_shared<const runtime::Executable>(codegen::compileGraph(*g, strides));
+    if (into.defined()) outStrides.push_back(into.strides());
+    exe = std::make_shared<const runtime::Executable>(codegen::compileGraph(*g, out.device, strides, {}, outStrides));
     eagerCache().put(full, exe);
   }
   std::vector<std::shared_ptr<runtime::Buffer>> buffers;
@@ -161,6 +162,11 @@ Tensor runEagerGraph(const std::string& key, const std::vector<Tensor>& inputs, 
   for (const Tensor& t : inputs) {
     buffers.push_back(t.impl()->storage);
     offsets.push_back(t.storageOffset() * itemSize(t.dtype()));
+  }
+  if (into.defined()) {
+    KILN_ASSERT(into.type() == out, "eager {} written into {}", out.str(), into.str());
+    exe->run(buffers, offsets, {into.impl()->storage}, {into.storageOffset() * itemSize(into.dtype())});
+    return into;
   }
   auto outputs = exe->run(buffers, offsets);
   return contiguousTensor(out, std::move(outputs.at(0)));

@@ -58,8 +58,11 @@ Tensor dispatch(ir::Op op, std::vector<Operand> operands, const ir::Attributes& 
 /// runs the executable cached under `key` and the inputs' types and strides,
 /// built from the graph `build` makes (its inputs are `inputs`, read through
 /// their strides) on a miss. Returns its one result, of type `out`, contiguous.
+/// With `into` defined (an eager tensor of type `out`), the one result is
+/// written into its elements through its strides (a view writes into its
+/// base), and `into` is returned.
 Tensor runEagerGraph(const std::string& key, const std::vector<Tensor>& inputs, const ir::TensorType& out,
-                     const std::function<std::unique_ptr<ir::Graph>()>& build);
+                     const std::function<std::unique_ptr<ir::Graph>()>& build, const Tensor& into = {});
 
 /// The dtype `op` computes in for these operands: PyTorch's result type,
 /// f32 for a float-only op on integers or bool; for `where`, that of its

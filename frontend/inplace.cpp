@@ -14,18 +14,16 @@
 // supported (errors that say so): in-place on a leaf that requires grad
 // while grad mode is on (as PyTorch), on a view of, or into a view from,
 // tensors that require grad, and on a view while tracing.
-#include <fmt/format.h>
+#include "frontend/inplace.h"
 
-#include <cstring>
+#include <fmt/format.h>
 
 #include "frontend/autograd/grad_mode.h"
 #include "frontend/autograd/node.h"
-#include "frontend/inplace.h"
 #include "frontend/ops.h"
 #include "frontend/tensor.h"
 #include "frontend/trace.h"
 #include "runtime/error.h"
-#include "runtime/thread_pool.h"
 
 namespace kiln {
 
@@ -39,33 +37,6 @@ bool canCast(DType from, DType to) {
   return true;
 }
 
-/// Copies the contiguous elements of `src` into `dst` through dst's strides.
-void writeElements(const Tensor& dst, const Tensor& src) {
-  const int64_t n = dst.numel(), size = itemSize(dst.dtype());
-  if (n == 0) return;
-  auto* base = static_cast<char*>(dst.impl()->storage->data()) + dst.storageOffset() * size;
-  const auto* from = static_cast<const char*>(src.impl()->storage->data()) + src.storageOffset() * size;
-  if (dst.isContiguous()) {
-    runtime::ThreadPool::instance().parallelFor(n, 1 << 16, [&](int64_t begin, int64_t end) {
-      std::memcpy(base + begin * size, from + begin * size, static_cast<size_t>((end - begin) * size));
-    });
-    return;
-  }
-  const Shape& sizes = dst.shape();
-  const ir::Strides& st = dst.strides();
-  std::vector<int64_t> index(sizes.size(), 0);
-  int64_t at = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(base + at * size, from + i * size, static_cast<size_t>(size));
-    for (int d = dst.dim() - 1; d >= 0; --d) {
-      at += st[d];
-      if (++index[d] < sizes[d]) break;
-      at -= st[d] * sizes[d];
-      index[d] = 0;
-    }
-  }
-}
-
 }  // namespace
 
 void detail::storeInto(const Tensor& target, Tensor&& value) {
@@ -75,12 +46,11 @@ void detail::storeInto(const Tensor& target, Tensor&& value) {
     const bool privateTarget = !impl->isView && impl->storage.use_count() == 1 && impl->offset == 0 &&
                                target.isContiguous() && impl->version.use_count() == 1;
     const bool privateValue = value.implPtr().use_count() == 1 && value.impl()->storage.use_count() == 1 &&
-                              value.storageOffset() == 0 &&
-                              value.impl()->storage->bytes() == impl->storage->bytes();
+                              value.storageOffset() == 0 && value.impl()->storage->bytes() == impl->storage->bytes();
     if (privateTarget && privateValue)
       impl->storage = value.impl()->storage;
     else
-      writeElements(target, value);
+      copyInto(target, value);
   }
   ++*impl->version;
 }

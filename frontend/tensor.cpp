@@ -5,10 +5,13 @@
 #include <cstring>
 #include <numbers>
 
+#include "frontend/autograd/function.h"
 #include "frontend/dispatch.h"
+#include "runtime/device_interface.h"
 #include "runtime/error.h"
 #include "runtime/numeric.h"
 #include "runtime/philox.h"
+#include "runtime/stream.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln {
@@ -16,6 +19,12 @@ namespace kiln {
 namespace {
 void checkShape(const char* op, const Shape& shape) {
   for (int64_t d : shape) KILN_CHECK(d >= 0, "{}: negative dimension in shape {}", op, ir::shapeStr(shape));
+}
+
+/// A factory's device must be usable: an error naming the factory and why not.
+void checkDevice(const char* op, Device device) {
+  std::string why;
+  KILN_CHECK(runtime::isDeviceAvailable(device, &why), "{}: cannot make a tensor on {}: {}", op, device.str(), why);
 }
 
 Tensor allocate(ir::TensorType type) {
@@ -69,46 +78,36 @@ int64_t Tensor::storageOffset() const {
 
 bool Tensor::isContiguous() const { return ir::isContiguous(shape(), strides()); }
 
-void* Tensor::rawData(const char* what, DType dtype, bool contiguous) const {
+void Tensor::checkReadable(const char* what, DType dtype) const {
   KILN_CHECK(impl_, "{}: use of an undefined tensor", what);
   KILN_CHECK(!impl_->traced,
              "{}: cannot read the values of {} while tracing (kiln::compile): values are not known "
              "until the compiled function runs; return the tensor instead",
              what, str());
   KILN_CHECK(impl_->storage, "{}: {} has no storage", what, str());
-  KILN_CHECK(device().isCpu(), "{}: {} is not on the cpu", what, str());
   KILN_CHECK(dtype == this->dtype(), "{}: {} holds {}, not {} (read it as {}, or convert it with to())", what, str(),
              elementTypeName(this->dtype()), elementTypeName(dtype), elementTypeName(this->dtype()));
-  KILN_CHECK(!contiguous || isContiguous(),
+}
+
+void* Tensor::rawData(const char* what, DType dtype) const {
+  checkReadable(what, dtype);
+  KILN_CHECK(device().isCpu(), "{}: {} is not on the cpu (copy it with toVector(), or move it with to())", what, str());
+  KILN_CHECK(isContiguous(),
              "{}: {} with strides {} is not contiguous (call contiguous() first, or read it with toVector())", what,
              str(), ir::shapeStr(strides()));
-  return static_cast<char*>(impl_->storage->data()) + impl_->offset * itemSize(dtype);
+  // The user's accessor of CPU memory (Note [Device memory is opaque]).
+  return static_cast<char*>(impl_->storage->hostData()) + impl_->offset * itemSize(dtype);
 }
 
 void Tensor::gather(const char* what, DType dtype, void* out) const {
-  const auto* base = static_cast<const char*>(rawData(what, dtype, false));
-  const int64_t n = numel(), size = itemSize(dtype);
-  if (n == 0) return;
-  if (isContiguous()) {
-    std::memcpy(out, base, static_cast<size_t>(n * size));
-    return;
-  }
-  // Row-major walk of the multi-index, innermost dimension fastest.
-  const Shape& sizes = shape();
-  const ir::Strides& st = strides();
-  const int rank = dim();
-  std::vector<int64_t> index(static_cast<size_t>(rank), 0);
-  auto* dst = static_cast<char*>(out);
-  int64_t at = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(dst + i * size, base + at * size, static_cast<size_t>(size));
-    for (int d = rank - 1; d >= 0; --d) {
-      at += st[d];
-      if (++index[d] < sizes[d]) break;
-      at -= st[d] * sizes[d];
-      index[d] = 0;
-    }
-  }
+  checkReadable(what, dtype);
+  if (numel() == 0) return;
+  // A view is made contiguous on its device first (one copy kernel), then
+  // copied to the host in one piece; the copy waits for the stream.
+  const Tensor source = isContiguous() ? *this : detail::eagerCopy(*this);
+  const runtime::Buffer& storage = *source.impl()->storage;
+  storage.driver().copyDeviceToHost(out, storage.ptr(static_cast<size_t>(source.storageOffset() * itemSize(dtype))),
+                                    static_cast<size_t>(numel() * itemSize(dtype)), currentStream(device()).handle());
 }
 
 float Tensor::item() const { return item<float>(); }
@@ -118,15 +117,50 @@ Tensor Tensor::to(DType dtype) const {
   return detail::dispatch(ir::Op::cast, {*this}, {{"dtype", dtype}});
 }
 
+Tensor Tensor::to(Device target) const {
+  KILN_CHECK(defined(), "to: use of an undefined tensor");
+  if (device() == target) return *this;
+  KILN_CHECK(!isTraced(), "to: moving {} to {} while tracing (kiln::compile) is not supported yet", str(),
+             target.str());
+  checkDevice("to", target);
+  const Tensor source = isContiguous() ? *this : detail::eagerCopy(*this);
+  Tensor moved = allocate({dtype(), shape(), target});
+  const size_t bytes = static_cast<size_t>(numel() * itemSize(dtype()));
+  const runtime::Buffer& from = *source.impl()->storage;
+  const runtime::Buffer& to = *moved.impl()->storage;
+  const auto fromPtr = from.ptr(static_cast<size_t>(source.storageOffset() * itemSize(dtype())));
+  if (&from.driver() == &to.driver()) {
+    to.driver().copyDeviceToDevice(to.ptr(), fromPtr, bytes, currentStream(target).handle());
+  } else {
+    // Between two drivers by way of the host: the read waits for the
+    // source's stream; the write is ordered on the target's.
+    std::vector<unsigned char> host(bytes);
+    from.driver().copyDeviceToHost(host.data(), fromPtr, bytes, currentStream(device()).handle());
+    to.driver().copyHostToDevice(to.ptr(), host.data(), bytes, currentStream(target).handle());
+  }
+  const Device back = device();
+  autograd::attach("ToCopyBackward", std::span<const Tensor>(this, 1), std::span<const Tensor>(&moved, 1),
+                   [back](const std::vector<Tensor>& grads) { return std::vector<Tensor>{grads.at(0).to(back)}; });
+  return moved;
+}
+
+// Note [Fills are kernels]
+// A fill runs on the tensor's device like any op: full() converts its value
+// to the dtype on the host (as `cast` converts an f64), copies that one
+// element to the device, and a copy kernel broadcasts it (its input read
+// with stride 0), so every device fills through the kernels it already
+// compiles, never through a host loop over the elements; copy_ writes
+// through any strides with a copy kernel too (frontend/inplace.cpp), and
+// random fills are kernels of their own ops. Factories whose values come
+// from the host (fromVector, arange) copy them through the device's driver.
 Tensor full(const Shape& shape, double value, DType dtype, Device device) {
   checkShape("full", shape);
-  Tensor t = allocate({dtype, shape, device});
-  // One element converted as `cast` converts an f64 (runtime/numeric.h), then copied.
-  auto* data = static_cast<char*>(t.impl()->storage->data());
-  const int64_t n = t.numel(), size = itemSize(dtype);
-  if (n > 0) storeAs(data, dtype, value);
-  for (int64_t i = 1; i < n; ++i) std::memcpy(data + i * size, data, static_cast<size_t>(size));
-  return t;
+  checkDevice("full", device);
+  // One element converted on the host as `cast` converts an f64
+  // (runtime/numeric.h), then broadcast by a copy kernel on the device.
+  unsigned char element[8];
+  storeAs(element, dtype, value);
+  return detail::broadcastElement(element, {dtype, shape, device});
 }
 
 Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }
@@ -136,11 +170,13 @@ Tensor arange(double start, double end, double step, DType dtype, Device device)
   KILN_CHECK(step != 0 && std::isfinite(start) && std::isfinite(end) && std::isfinite(step),
              "arange: expected finite bounds and a non-zero step, got start={}, end={}, step={}", start, end, step);
   KILN_CHECK(dtype != DType::boolean, "arange: dtype bool is not supported");
+  checkDevice("arange", device);
   const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((end - start) / step)));
-  Tensor t = allocate({dtype, {n}, device});
-  auto* data = static_cast<char*>(t.impl()->storage->data());
-  for (int64_t i = 0; i < n; ++i) storeAs(data + i * itemSize(dtype), dtype, start + static_cast<double>(i) * step);
-  return t;
+  // Element i is start + i * step in f64, converted on the host, then copied to the device.
+  std::vector<unsigned char> host(static_cast<size_t>(n * itemSize(dtype)));
+  for (int64_t i = 0; i < n; ++i)
+    storeAs(host.data() + i * itemSize(dtype), dtype, start + static_cast<double>(i) * step);
+  return detail::fromElements(host.data(), n, dtype, {n}, device);
 }
 
 Tensor arange(double end, DType dtype) { return arange(0.0, end, 1.0, dtype); }
@@ -165,9 +201,25 @@ Tensor detail::fromElements(const void* values, int64_t count, DType dtype, cons
   checkShape("fromVector", shape);
   KILN_CHECK(count == ir::numel(shape), "fromVector: {} values cannot fill shape {} ({} elements)", count,
              ir::shapeStr(shape), ir::numel(shape));
+  checkDevice("fromVector", device);
   Tensor t = allocate({dtype, shape, device});
-  if (count > 0) std::memcpy(t.impl()->storage->data(), values, static_cast<size_t>(count * itemSize(dtype)));
+  const runtime::Buffer& storage = *t.impl()->storage;
+  storage.driver().copyHostToDevice(storage.ptr(), values, static_cast<size_t>(count * itemSize(dtype)),
+                                    currentStream(device).handle());
   return t;
+}
+
+Tensor detail::broadcastElement(const void* element, const ir::TensorType& type) {
+  Tensor scalar = fromElements(element, 1, type.dtype, {}, type.device);
+  if (type.rank() == 0) return scalar;
+  if (type.numel() == 0) return allocate(type);
+  // The element seen with stride 0 along every dim, copied by one kernel
+  // (Note [Fills are kernels]).
+  auto impl = std::make_shared<TensorImpl>();
+  impl->type = type;
+  impl->strides.assign(type.shape.size(), 0);
+  impl->storage = scalar.impl()->storage;
+  return eagerCopy(Tensor(std::move(impl)));
 }
 
 Generator& defaultGenerator() {

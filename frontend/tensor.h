@@ -24,7 +24,7 @@
 
 #include "ir/graph.h"
 #include "ir/layout.h"
-#include "runtime/allocator.h"
+#include "runtime/buffer.h"
 #include "runtime/device.h"
 #include "runtime/dtype.h"
 #include "runtime/error.h"
@@ -127,12 +127,14 @@ class Tensor {
   requires isElementType<T> T* data() const { return static_cast<T*>(rawData("data", dtypeOf<T>())); }
   /// The value of a one-element f32 tensor.
   float item() const;
-  /// The value of a one-element tensor of T's dtype.
+  /// The value of a one-element tensor of T's dtype (from any device).
   template <typename T>
   requires isElementType<T> T item()
   const {
     KILN_CHECK(defined() && numel() == 1, "item: expected a tensor with one element, got {}", str());
-    return *static_cast<const T*>(rawData("item", dtypeOf<T>(), false));
+    T value;
+    gather("item", dtypeOf<T>(), &value);
+    return value;
   }
   /// The elements of a tensor of T's dtype (f32 by default), in row-major
   /// order (gathered through the strides of a view).
@@ -152,6 +154,12 @@ class Tensor {
   /// This tensor converted to `dtype` (a `cast`; see docs/ops.md for what
   /// each conversion does); the tensor itself when it already has it.
   Tensor to(DType dtype) const;
+  /// This tensor on `device` (a contiguous copy through the two devices'
+  /// drivers, by way of the host between two kinds of device); the tensor
+  /// itself when it is there already. Gradients flow back to this device.
+  Tensor to(Device device) const;
+  /// to(Device::cpu()).
+  Tensor cpu() const { return to(Device::cpu()); }
 
   // Autograd (frontend/autograd/; docs/autograd.md), as torch.Tensor's.
 
@@ -212,10 +220,14 @@ class Tensor {
   const std::shared_ptr<TensorImpl>& implPtr() const { return impl_; }
 
  private:
-  /// The first element of an eager CPU tensor of dtype `dtype`, or an error
-  /// saying why not, naming `what`; `contiguous` requires a contiguous one.
-  void* rawData(const char* what, DType dtype, bool contiguous = true) const;
-  /// Copies the elements, in row-major order, to `out`.
+  /// An error naming `what` unless this is an eager tensor of dtype `dtype`
+  /// whose values can be read.
+  void checkReadable(const char* what, DType dtype) const;
+  /// The host address of the first element of a contiguous eager CPU tensor
+  /// of dtype `dtype`, or an error saying why not, naming `what`.
+  void* rawData(const char* what, DType dtype) const;
+  /// Copies the elements, in row-major order, to host memory at `out`
+  /// (from any device: through its driver, after the stream's work).
   void gather(const char* what, DType dtype, void* out) const;
   std::shared_ptr<TensorImpl> impl_;
 };
@@ -242,8 +254,19 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 namespace detail {
 /// An eager tensor of `type` that owns `storage`, contiguous.
 Tensor contiguousTensor(ir::TensorType type, std::shared_ptr<runtime::Buffer> storage);
+/// A tensor of `shape` holding the host `values` (row-major), copied to `device`.
 Tensor fromElements(const void* values, int64_t count, DType dtype, const Shape& shape, Device device);
-}
+/// A contiguous eager tensor of `type` whose every element is the one at
+/// host address `element` (itemSize(type.dtype) bytes): copied to the
+/// device, then broadcast by a copy kernel (Note [Fills are kernels]).
+Tensor broadcastElement(const void* element, const ir::TensorType& type);
+/// A contiguous copy of eager `x` made by a copy kernel on its device, even
+/// while tracing, and without autograd (frontend/views.cpp).
+Tensor eagerCopy(const Tensor& x);
+/// Copies eager `src` into the elements of eager `dst` (same type; any
+/// strides on either side, dst's non-overlapping) with one copy kernel.
+void copyInto(const Tensor& dst, const Tensor& src);
+}  // namespace detail
 
 /// A tensor of the dtype of T (double: f64, int32_t: i32, int64_t: i64,
 /// bool, Half: f16, BFloat16: bf16) holding `values` in `shape`. (A braced

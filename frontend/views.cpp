@@ -181,13 +181,23 @@ Tensor copyOf(const char* name, const Tensor& x) {
   if (detail::TraceState* trace = traceFor(name, x))
     copy = trace->wrap(trace->valueOf(x, name));
   else
-    copy = detail::runEagerGraph("copy", {x}, x.type(), [&] { return copyGraph(x.type()); });
+    copy = detail::eagerCopy(x);
   autograd::attach(name == std::string("clone") ? "CloneBackward" : "ContiguousBackward", std::span<const Tensor>(&x, 1),
                    std::span<const Tensor>(&copy, 1),
                    [](const std::vector<Tensor>& grads) { return std::vector<Tensor>{grads.at(0)}; });
   return copy;
 }
 }  // namespace
+
+Tensor detail::eagerCopy(const Tensor& x) {
+  return runEagerGraph("copy", {x}, x.type(), [&] { return copyGraph(x.type()); });
+}
+
+void detail::copyInto(const Tensor& dst, const Tensor& src) {
+  KILN_ASSERT(dst.type() == src.type(), "copy of {} into {}", src.str(), dst.str());
+  if (dst.numel() == 0) return;
+  runEagerGraph("copy", {src}, src.type(), [&] { return copyGraph(src.type()); }, dst);
+}
 
 Tensor Tensor::view(const Shape& shape) const { return reshapeImpl("view", *this, shape, true); }
 Tensor Tensor::reshape(const Shape& shape) const { return reshapeImpl("reshape", *this, shape, false); }

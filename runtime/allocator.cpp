@@ -112,16 +112,4 @@ std::string HostAllocator::memorySummary() const {
       s.numAllocations, s.numCacheHits, s.numOsAllocations);
 }
 
-Buffer::Buffer(Device device, size_t bytes) : device_(device), bytes_(bytes), data_(nullptr) {
-  KILN_CHECK(device.isCpu(), "allocate: cannot allocate {} bytes on {}: {}", bytes, device.str(),
-             "this build runs tensors on the cpu only");
-  data_ = HostAllocator::instance().allocate(bytes);
-}
-
-Buffer::~Buffer() { HostAllocator::instance().release(data_); }
-
-std::shared_ptr<Buffer> allocateBuffer(Device device, size_t bytes) {
-  return std::make_shared<Buffer>(device, bytes);
-}
-
 }  // namespace kiln::runtime

@@ -1,4 +1,4 @@
-// The caching host allocator and Buffer, the memory a tensor's storage owns.
+// The caching host allocator: the CPU driver's memory (runtime/cpu_device.cpp).
 //
 // Freed blocks go back to a cache instead of to the OS, so that a loop that
 // allocates the same sizes every step (eager ops, training steps) never pays
@@ -17,20 +17,9 @@
 #include <mutex>
 #include <string>
 
-#include "runtime/device.h"
+#include "runtime/allocator_stats.h"
 
 namespace kiln::runtime {
-
-/// Byte counts kept by an allocator; peaks are since the last resetPeakStats().
-struct AllocatorStats {
-  int64_t allocatedBytes = 0;      ///< bytes in blocks handed out now (rounded sizes)
-  int64_t peakAllocatedBytes = 0;
-  int64_t reservedBytes = 0;       ///< bytes held from the OS: handed out + cached
-  int64_t peakReservedBytes = 0;
-  int64_t numAllocations = 0;      ///< allocate() calls
-  int64_t numCacheHits = 0;        ///< allocate() calls served from the cache
-  int64_t numOsAllocations = 0;    ///< blocks obtained from the OS
-};
 
 class HostAllocator {
  public:
@@ -66,26 +55,5 @@ class HostAllocator {
   AllocatorStats stats_;
 };
 
-/// A block of memory on a device, returned to its allocator when the last
-/// owner lets go. Tensors share Buffers through std::shared_ptr.
-class Buffer {
- public:
-  Buffer(Device device, size_t bytes);
-  ~Buffer();
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-
-  void* data() const { return data_; }
-  size_t bytes() const { return bytes_; }
-  Device device() const { return device_; }
-
- private:
-  Device device_;
-  size_t bytes_;
-  void* data_;
-};
-
-/// Allocates a Buffer of `bytes` on `device` through its caching allocator.
-std::shared_ptr<Buffer> allocateBuffer(Device device, size_t bytes);
 
 }  // namespace kiln::runtime

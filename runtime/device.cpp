@@ -1,8 +1,9 @@
-// Device parsing and printing, and CUDA availability (none yet in this build).
+// Device parsing and printing, and CUDA availability (asked of the driver registry).
 #include "runtime/device.h"
 
 #include <charconv>
 
+#include "runtime/device_interface.h"
 #include "runtime/error.h"
 
 namespace kiln {
@@ -22,10 +23,7 @@ Device Device::parse(std::string_view text) {
   fail("device: cannot parse '{}', expected cpu, cuda or cuda:N", text);
 }
 
-bool cudaAvailable(std::string* why) {
-  if (why) *why = "this build of kiln has no CUDA runtime yet (kernels are only generated and compiled)";
-  return false;
-}
+bool cudaAvailable(std::string* why) { return runtime::isDeviceAvailable(Device::cuda(0), why); }
 
 Device Device::best() { return cudaAvailable() ? cuda(0) : cpu(); }
 

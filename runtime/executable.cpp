@@ -1,8 +1,11 @@
-// Running an Executable: bind inputs, allocate the rest, launch each step.
+// Running an Executable: bind inputs, allocate the rest, launch each step
+// through the device's driver on its current stream.
 #include "runtime/executable.h"
 
+#include <atomic>
+
 #include "runtime/error.h"
-#include "runtime/thread_pool.h"
+#include "runtime/stream.h"
 
 namespace kiln::runtime {
 
@@ -11,6 +14,12 @@ std::atomic<int64_t> gLaunches{0};
 }
 
 int64_t kernelLaunchCount() { return gLaunches.load(std::memory_order_relaxed); }
+
+std::shared_ptr<const KernelModule> loadHostKernel(std::string name, CpuKernelFn fn,
+                                                   std::shared_ptr<const void> keepAlive) {
+  return deviceInterface(Device::cpu())
+      .loadModule(KernelImage::hostFunction(std::move(name), fn, std::move(keepAlive)));
+}
 
 int Executable::numLibraryCalls() const {
   int n = 0;
@@ -30,21 +39,33 @@ size_t Executable::intermediateBytes() const {
 }
 
 std::vector<std::shared_ptr<Buffer>> Executable::run(const std::vector<std::shared_ptr<Buffer>>& inputs,
-                                                     const std::vector<int64_t>& inputOffsets) const {
+                                                     const std::vector<int64_t>& inputOffsets,
+                                                     const std::vector<std::shared_ptr<Buffer>>& outputs,
+                                                     const std::vector<int64_t>& outputOffsets) const {
   KILN_ASSERT(inputs.size() == inputSlots.size(), "executable got {} inputs, expects {}", inputs.size(),
               inputSlots.size());
-  KILN_ASSERT(inputOffsets.empty() || inputOffsets.size() == inputs.size(), "executable got {} input offsets for {} inputs",
-              inputOffsets.size(), inputs.size());
+  KILN_ASSERT(inputOffsets.empty() || inputOffsets.size() == inputs.size(),
+              "executable got {} input offsets for {} inputs", inputOffsets.size(), inputs.size());
+  KILN_ASSERT(outputs.empty() || outputs.size() == outputSlots.size(), "executable got {} outputs, has {}",
+              outputs.size(), outputSlots.size());
+  KILN_ASSERT(outputOffsets.empty() || outputOffsets.size() == outputs.size(),
+              "executable got {} output offsets for {} outputs", outputOffsets.size(), outputs.size());
   std::vector<std::shared_ptr<Buffer>> bound(slots.size());
-  std::vector<char*> base(slots.size(), nullptr);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const SlotSpec& spec = slots[inputSlots[i]];
-    const int64_t offset = inputOffsets.empty() ? 0 : inputOffsets[i];
-    KILN_ASSERT(inputs[i] && offset >= 0 && inputs[i]->bytes() >= spec.bytes + static_cast<size_t>(offset),
-                "input {} is smaller than its slot", i);
-    bound[inputSlots[i]] = inputs[i];
-    base[inputSlots[i]] = static_cast<char*>(inputs[i]->data()) + offset;
-  }
+  std::vector<DevicePtr> base(slots.size());
+  auto bindCallers = [&](int slot, const std::shared_ptr<Buffer>& buffer, int64_t offset, const char* what, size_t i) {
+    const SlotSpec& spec = slots[slot];
+    KILN_ASSERT(buffer && offset >= 0 && buffer->bytes() >= spec.bytes + static_cast<size_t>(offset),
+                "{} {} is smaller than its slot", what, i);
+    KILN_ASSERT(buffer->device() == spec.device, "{} {} on {} bound to a slot on {}", what, i, buffer->device().str(),
+                spec.device.str());
+    KILN_ASSERT(!bound[slot], "{} {} bound to a slot bound before", what, i);
+    bound[slot] = buffer;
+    base[slot] = buffer->ptr(static_cast<size_t>(offset));
+  };
+  for (size_t i = 0; i < inputs.size(); ++i)
+    bindCallers(inputSlots[i], inputs[i], inputOffsets.empty() ? 0 : inputOffsets[i], "input", i);
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (outputs[i]) bindCallers(outputSlots[i], outputs[i], outputOffsets.empty() ? 0 : outputOffsets[i], "output", i);
   KILN_ASSERT(slotBuffers.empty() || slotBuffers.size() == slots.size(), "memory plan of {} slots for {} slots",
               slotBuffers.size(), slots.size());
   std::vector<std::shared_ptr<Buffer>> shared(buffers.size());
@@ -59,34 +80,38 @@ std::vector<std::shared_ptr<Buffer>> Executable::run(const std::vector<std::shar
     } else {
       bound[s] = allocateBuffer(slots[s].device, slots[s].bytes);
     }
-    base[s] = static_cast<char*>(bound[s]->data());
+    base[s] = bound[s]->ptr();
   }
 
-  std::vector<void*> ptrs;
+  DeviceInterface& driver = deviceInterface(device);
+  const StreamHandle stream = currentStream(device).handle();
+  std::vector<DevicePtr> ptrs;
   auto bind = [&](const std::vector<int>& stepSlots, const std::vector<int64_t>& offsets) {
     ptrs.clear();
-    for (size_t p = 0; p < stepSlots.size(); ++p)
-      ptrs.push_back(base[stepSlots[p]] + (offsets.empty() ? 0 : offsets[p]));
+    for (size_t p = 0; p < stepSlots.size(); ++p) {
+      DevicePtr ptr = base[stepSlots[p]];
+      ptr.offset += static_cast<size_t>(offsets.empty() ? 0 : offsets[p]);
+      ptrs.push_back(ptr);
+    }
   };
   for (const Step& s : steps) {
     if (const auto* step = std::get_if<KernelStep>(&s)) {
       bind(step->slots, step->offsets);
-      const int64_t* args = step->args.data();
-      void* const* bufs = ptrs.data();
-      CpuKernelFn fn = step->fn;
-      ThreadPool::instance().parallelFor(step->numel, step->grain,
-                                         [&](int64_t begin, int64_t end) { fn(bufs, args, begin, end); });
+      driver.launch(*step->kernel, ptrs, step->args, step->shape, stream);
+    } else if (const auto* call = std::get_if<LibraryStep>(&s)) {
+      bind(call->slots, call->offsets);
+      call->fn(LibraryCall{device, stream, ptrs, call->args});
     } else {
-      const auto& call = std::get<LibraryStep>(s);
-      bind(call.slots, call.offsets);
-      call.fn(ptrs, call.args);
+      const auto& copy = std::get<CopyStep>(s);
+      bind({copy.src, copy.dst}, {copy.srcOffset, copy.dstOffset});
+      driver.copyDeviceToDevice(ptrs[1], ptrs[0], copy.bytes, stream);
     }
     gLaunches.fetch_add(1, std::memory_order_relaxed);
   }
-  std::vector<std::shared_ptr<Buffer>> outputs;
-  outputs.reserve(outputSlots.size());
-  for (int slot : outputSlots) outputs.push_back(bound[slot]);
-  return outputs;
+  std::vector<std::shared_ptr<Buffer>> results;
+  results.reserve(outputSlots.size());
+  for (int slot : outputSlots) results.push_back(bound[slot]);
+  return results;
 }
 
 }  // namespace kiln::runtime

@@ -1,22 +1,26 @@
 // Executable: what codegen produces and the runtime runs (DESIGN.md §7).
 //
-// An Executable is a list of steps over numbered buffer slots. Slots are the
-// program's inputs (bound by the caller), its outputs and its intermediates
-// (allocated here, from the device's caching allocator). A memory plan
-// (codegen/plan_memory.h) may put intermediates whose lifetimes do not
-// overlap into one shared buffer: then `slotBuffers` maps each slot to its
-// buffer in `buffers`, and run() allocates those buffers instead of one per
-// slot. A step is a kernel
-// launch (a function compiled by codegen with the kernel ABI below, split
-// over the thread pool here) or a library call (a C++ function of the
-// runtime that computes a whole op: a matmul through BLAS, a gather; it
-// splits its work itself). Either names its buffer slots, where in each slot
-// it starts, and its integer arguments (sizes and strides). Copies and
-// collectives are further kinds of step to come. The runtime knows nothing
-// of the IR: everything a step needs is in it.
+// An Executable is a list of steps over numbered buffer slots, run on one
+// device through its driver (runtime/device_interface.h), on the calling
+// thread's current stream of that device (runtime/stream.h). Slots are the
+// program's inputs (bound by the caller), its outputs and its
+// intermediates (allocated here, from the device's caching allocator). A
+// memory plan (codegen/plan_memory.h) may put intermediates whose lifetimes
+// do not overlap into one shared buffer: then `slotBuffers` maps each slot
+// to its buffer in `buffers`, and run() allocates those buffers instead of
+// one per slot. A step is
+// - a kernel launch: a kernel codegen compiled and the device's driver
+//   loaded, launched over its LaunchShape with its buffers and integer
+//   arguments;
+// - a library call: a function of the runtime that computes a whole op (a
+//   matmul through BLAS, a gather), given the device, stream, buffers and
+//   integer arguments (LibraryCall);
+// - a copy of bytes from one slot to another.
+// Each names its buffer slots and where in each slot it starts. Collectives
+// are a further kind of step to come. The runtime knows nothing of the IR:
+// everything a step needs is in it.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -24,37 +28,57 @@
 #include <variant>
 #include <vector>
 
-#include "runtime/allocator.h"
+#include "runtime/buffer.h"
 #include "runtime/device.h"
+#include "runtime/device_interface.h"
 
 namespace kiln::runtime {
 
-/// The CPU kernel ABI. `buffers` are the kernel's parameters in order,
-/// `args` its integer arguments (layout decided by codegen); the kernel
-/// computes the elements [begin, end) of its flattened iteration domain.
-using CpuKernelFn = void (*)(void* const* buffers, const int64_t* args, int64_t begin, int64_t end);
-
 struct KernelStep {
   std::string name;
-  CpuKernelFn fn = nullptr;
-  std::vector<int> slots;      ///< buffer slot of each kernel parameter
-  std::vector<int64_t> args;   ///< integer arguments
-  int64_t numel = 0;           ///< size of the iteration domain
-  int64_t grain = 1;           ///< split granularity for the thread pool
-  std::shared_ptr<const void> keepAlive;  ///< keeps the compiled code loaded
+  std::shared_ptr<const KernelModule> kernel;  ///< loaded on the executable's device
+  std::vector<int> slots;                      ///< buffer slot of each kernel parameter
+  std::vector<int64_t> args;                   ///< integer arguments
+  LaunchShape shape;
   /// Bytes from the start of each parameter's slot to where the kernel's
   /// indexing starts (a view's offset, or a piece of a larger output); empty
   /// when every parameter starts at its slot.
   std::vector<int64_t> offsets;
 };
 
-/// The library-call ABI: `buffers` are the op's operands and then its
-/// result, each where the op reads or writes it; `args` its integer
-/// arguments, whose layout each function documents (runtime/blas.h,
-/// runtime/indexing.h). The function runs the whole op, splitting it over
-/// the ThreadPool as it sees fit, and may throw kiln::Error for what only
-/// the data can tell (an index out of range), before it writes anything.
-using LibraryFn = void (*)(std::span<void* const> buffers, std::span<const int64_t> args);
+/// What a library function gets: the device and stream to run on, its
+/// buffers (the op's operands and then its result, each where the op reads
+/// or writes it) and its integer arguments, whose layout each function
+/// documents (runtime/blas.h, runtime/indexing.h).
+struct LibraryCall {
+  Device device;
+  StreamHandle stream;
+  std::span<const DevicePtr> buffers;
+  std::span<const int64_t> args;
+};
+
+/// The library-call ABI. The function runs the whole op, splitting it as it
+/// sees fit, and may throw kiln::Error for what only the data can tell (an
+/// index out of range), before it writes anything.
+using LibraryFn = void (*)(const LibraryCall& call);
+
+/// The ABI of the CPU's library functions: host addresses of the buffers.
+using CpuLibraryFn = void (*)(std::span<void* const> buffers, std::span<const int64_t> args);
+
+/// A LibraryFn that runs CPU library function F on the call's host
+/// addresses: `&onHost<&runtime::matmul>`.
+template <CpuLibraryFn F>
+void onHost(const LibraryCall& call) {
+  void* local[8];
+  std::vector<void*> heap;
+  void** ptrs = local;
+  if (call.buffers.size() > std::size(local)) {
+    heap.resize(call.buffers.size());
+    ptrs = heap.data();
+  }
+  for (size_t i = 0; i < call.buffers.size(); ++i) ptrs[i] = hostAddress(call.buffers[i]);
+  F(std::span<void* const>(ptrs, call.buffers.size()), call.args);
+}
 
 struct LibraryStep {
   std::string name;  ///< "matmul_f32", for profiles and tests
@@ -66,8 +90,17 @@ struct LibraryStep {
   std::vector<int64_t> offsets;
 };
 
+/// `bytes` bytes from slot `src` (at byte `srcOffset`) to slot `dst` (at
+/// `dstOffset`), through the driver's device-to-device copy.
+struct CopyStep {
+  std::string name;
+  int src = -1, dst = -1;
+  int64_t srcOffset = 0, dstOffset = 0;
+  size_t bytes = 0;
+};
+
 /// One step of an Executable.
-using Step = std::variant<KernelStep, LibraryStep>;
+using Step = std::variant<KernelStep, LibraryStep, CopyStep>;
 
 struct SlotSpec {
   size_t bytes = 0;
@@ -76,6 +109,7 @@ struct SlotSpec {
 
 class Executable {
  public:
+  Device device;  ///< where the steps run
   std::vector<SlotSpec> slots;
   std::vector<int> inputSlots;   ///< slot of each program input, in order
   std::vector<int> outputSlots;  ///< slot of each program output, in order
@@ -88,14 +122,19 @@ class Executable {
   /// it) and device.
   std::vector<SlotSpec> buffers;
 
-  /// Runs the steps; `inputs` are bound to inputSlots in order, input i
-  /// starting `inputOffsets[i]` bytes into its buffer (all 0 when empty), so
-  /// that a view is read where it starts. Returns the buffers of the outputs
-  /// (an output that is an input returns that buffer).
+  /// Runs the steps on the current stream of `device`; `inputs` are bound
+  /// to inputSlots in order, input i starting `inputOffsets[i]` bytes into
+  /// its buffer (all 0 when empty), so that a view is read where it starts.
+  /// `outputs`, when given, binds output i to the caller's buffer (where it
+  /// is not null), starting `outputOffsets[i]` bytes in, instead of a new
+  /// one. Returns the buffers of the outputs (an output that is an input
+  /// returns that buffer).
   std::vector<std::shared_ptr<Buffer>> run(const std::vector<std::shared_ptr<Buffer>>& inputs,
-                                           const std::vector<int64_t>& inputOffsets = {}) const;
+                                           const std::vector<int64_t>& inputOffsets = {},
+                                           const std::vector<std::shared_ptr<Buffer>>& outputs = {},
+                                           const std::vector<int64_t>& outputOffsets = {}) const;
 
-  /// Steps one run launches: kernels and library calls.
+  /// Steps one run launches: kernels, library calls and copies.
   int numKernels() const { return static_cast<int>(steps.size()); }
   /// Of numKernels(), the library calls.
   int numLibraryCalls() const;
@@ -105,8 +144,13 @@ class Executable {
   size_t intermediateBytes() const;
 };
 
-/// Kernels and library calls launched by this process so far, for
+/// Kernels, library calls and copies launched by this process so far, for
 /// kiln-bench and tests.
 int64_t kernelLaunchCount();
+
+/// A host function with the CPU kernel ABI, loaded on the CPU as a kernel
+/// (for hand-written steps: tests, runtime-internal kernels).
+std::shared_ptr<const KernelModule> loadHostKernel(std::string name, CpuKernelFn fn,
+                                                   std::shared_ptr<const void> keepAlive = nullptr);
 
 }  // namespace kiln::runtime

@@ -4,9 +4,12 @@
 #pragma once
 
 #include "runtime/allocator.h"
+#include "runtime/buffer.h"
 #include "runtime/device.h"
+#include "runtime/device_interface.h"
 #include "runtime/dtype.h"
 #include "runtime/error.h"
 #include "runtime/executable.h"
 #include "runtime/numeric.h"
+#include "runtime/stream.h"
 #include "runtime/thread_pool.h"

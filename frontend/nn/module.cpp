@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "frontend/autograd/grad_mode.h"
+#include "runtime/device_interface.h"
 #include "runtime/error.h"
 
 namespace kiln::nn {
@@ -134,27 +135,32 @@ void Module::train(bool on) {
   for (const auto& [name, child] : children_) child->train(on);
 }
 
+void Module::replaceTensors(const std::function<bool(const Tensor&)>& applies,
+                            const std::function<Tensor(const Tensor&)>& convert) {
+  NoGradGuard noGrad;
+  auto replace = [&](const std::string&, const Tensor& t, bool) {
+    if (!applies(t)) return;
+    const Tensor grad = t.grad();
+    const Tensor gradConverted = grad.defined() ? convert(grad) : Tensor();
+    replaceData(t, convert(t.detach()));
+    if (grad.defined()) t.setGrad(gradConverted);
+  };
+  visitTensors(false, true, true, replace);
+  visitTensors(true, true, true, replace);
+}
+
 void Module::to(DType dtype) {
   KILN_CHECK(isFloatingPoint(dtype),
              "to: {} can only be converted to a floating-point dtype (f32, f64, f16, bf16), got {}", name_,
              dtypeName(dtype));
-  NoGradGuard noGrad;
-  auto convert = [&](const std::string&, const Tensor& t, bool) {
-    if (!isFloatingPoint(t.dtype()) || t.dtype() == dtype) return;
-    const Tensor grad = t.grad();
-    const Tensor gradConverted = grad.defined() ? grad.to(dtype) : Tensor();
-    replaceData(t, t.detach().to(dtype));
-    if (grad.defined()) t.setGrad(gradConverted);
-  };
-  visitTensors(false, true, true, convert);
-  visitTensors(true, true, true, convert);
+  replaceTensors([&](const Tensor& t) { return isFloatingPoint(t.dtype()) && t.dtype() != dtype; },
+                 [&](const Tensor& t) { return t.to(dtype); });
 }
 
 void Module::to(Device device) {
-  KILN_CHECK(device.isCpu(),
-             "to: cannot move {} to {}: kiln has no CUDA runtime yet, so tensors live on the cpu (see kiln-env)", name_,
-             device.str());
-  // Every tensor is on the cpu already: nothing to move.
+  std::string why;
+  KILN_CHECK(runtime::isDeviceAvailable(device, &why), "to: cannot move {} to {}: {}", name_, device.str(), why);
+  replaceTensors([&](const Tensor& t) { return t.device() != device; }, [&](const Tensor& t) { return t.to(device); });
 }
 
 void Module::to(Device device, DType dtype) {

@@ -147,6 +147,11 @@ class Module {
   /// this module and its submodules, each module once.
   void visitTensors(bool buffers, bool recurse, bool dedupe,
                     const std::function<void(const std::string&, const Tensor&, bool persistent)>& fn) const;
+  /// Replaces the data of every parameter and buffer (here and below) for
+  /// which `applies` holds by `convert` of it, and its gradient likewise,
+  /// inside the same TensorImpl (to(dtype), to(device)).
+  void replaceTensors(const std::function<bool(const Tensor&)>& applies,
+                      const std::function<Tensor(const Tensor&)>& convert);
 
   std::string name_;
   bool training_ = true;

@@ -14,7 +14,8 @@
 #include "codegen/codegen.h"
 #include "frontend/kiln.h"
 #include "passes/passes.h"
-#include "runtime/allocator.h"
+#include "runtime/device_interface.h"
+#include "runtime/buffer.h"
 #include "tools/common/models.h"
 
 namespace {
@@ -65,7 +66,7 @@ TEST(MemoryPlan, TheTransformerBlocksPlanSharesBuffersAndLowersThePeak) {
   Trace trace = kiln::trace(m->fn, m->inputs, m->name);
   ASSERT_EQ(trace.graph->numInputs(), static_cast<int>(m->inputs.size())) << "no captures, no draws";
   passes::PassManager(CompileOptions{}.pipeline).run(*trace.graph);
-  const runtime::Executable planned = codegen::compileGraph(*trace.graph);
+  const runtime::Executable planned = codegen::compileGraph(*trace.graph, Device::cpu());
   runtime::Executable unplanned = planned;
   unplanned.slotBuffers.clear();
   unplanned.buffers.clear();
@@ -79,12 +80,12 @@ TEST(MemoryPlan, TheTransformerBlocksPlanSharesBuffersAndLowersThePeak) {
   const std::vector<Tensor> in = inputsOf(*m, 5);
   std::vector<std::shared_ptr<runtime::Buffer>> buffers;
   for (const Tensor& t : in) buffers.push_back(t.impl()->storage);
-  runtime::HostAllocator& alloc = runtime::HostAllocator::instance();
+  runtime::DeviceInterface& alloc = runtime::deviceInterface(Device::cpu());
   auto peakOf = [&](const runtime::Executable& exe, std::vector<std::shared_ptr<runtime::Buffer>>& out) {
-    alloc.resetPeakStats();
-    const int64_t before = alloc.stats().allocatedBytes;
+    alloc.resetPeakMemoryStats();
+    const int64_t before = alloc.memoryStats().allocatedBytes;
     out = exe.run(buffers);
-    return alloc.stats().peakAllocatedBytes - before;
+    return alloc.memoryStats().peakAllocatedBytes - before;
   };
   std::vector<std::shared_ptr<runtime::Buffer>> a, b;
   const int64_t peakUnplanned = peakOf(unplanned, a), peakPlanned = peakOf(planned, b);
@@ -95,7 +96,7 @@ TEST(MemoryPlan, TheTransformerBlocksPlanSharesBuffersAndLowersThePeak) {
             static_cast<int64_t>(unplanned.intermediateBytes() - planned.intermediateBytes()) -
                 static_cast<int64_t>(planned.buffers.size()) * (2 << 20));
   ASSERT_EQ(a.size(), 1u);
-  EXPECT_EQ(std::memcmp(a[0]->data(), b[0]->data(), 512 * 512 * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(a[0]->hostData(), b[0]->hostData(), 512 * 512 * sizeof(float)), 0);
 }
 
 }  // namespace

@@ -149,7 +149,7 @@ TEST(TrainStep, ParametersAndMomentsAreUpdatedInTheirOwnStorage) {
   nn::Sequential eager = makeModel(9), compiled = makeModel(9);
   optim::AdamW eagerOpt(eager->parameters(), {.lr = 1e-2}), compiledOpt(compiled->parameters(), {.lr = 1e-2});
   auto step = compiledTrainStep(compiled, compiledOpt);
-  auto storageOf = [](const Tensor& t) { return t.impl()->storage->data(); };
+  auto storageOf = [](const Tensor& t) { return t.impl()->storage->hostData(); };
   std::vector<const void*> before;
   for (int i = 0; i < 4; ++i) {
     const Batch b = batch(i);
@@ -274,13 +274,13 @@ TEST(TrainStep, AnArgumentUpdatedInPlaceIsWrittenBackToTheCallersTensor) {
   });
   const Tensor x = fromVector(std::vector<float>{1, 2, 3, 4}, Shape{4});
   Tensor acc = zeros({4});
-  const void* storage = acc.impl()->storage->data();
+  const void* storage = acc.impl()->storage->hostData();
   const uint64_t v0 = acc.version();
   EXPECT_EQ(f(acc, x).toVector(), (std::vector<float>{2, 4, 6, 8}));
   EXPECT_EQ(acc.toVector(), (std::vector<float>{1, 2, 3, 4}));
   EXPECT_EQ(f(acc, x).toVector(), (std::vector<float>{4, 8, 12, 16}));
   EXPECT_EQ(acc.toVector(), (std::vector<float>{2, 4, 6, 8}));
-  EXPECT_EQ(acc.impl()->storage->data(), storage);  // computed in place (donated)
+  EXPECT_EQ(acc.impl()->storage->hostData(), storage);  // computed in place (donated)
   EXPECT_EQ(acc.version(), v0 + 2);
   // Another tensor of the same type: the same program, its own write-back.
   Tensor other = ones({4});

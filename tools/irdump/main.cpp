@@ -244,7 +244,7 @@ void processGraph(ir::Graph& g, const Options& o) {
   } else if (o.emit == "ir") {
     if (!o.printAfterAll) std::cout << ir::printGraph(g);
   } else if (o.emit == "memory-plan") {
-    std::cout << codegen::describeMemoryPlan(codegen::compileGraph(g));
+    std::cout << codegen::describeMemoryPlan(codegen::compileGraph(g, codegen::graphDevice(g)));
   } else {
     emitKernels(g, o.emit);
   }

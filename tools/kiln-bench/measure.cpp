@@ -12,8 +12,9 @@
 
 #include "codegen/disk_cache.h"
 #include "codegen/kernel_cache.h"
-#include "runtime/allocator.h"
+#include "runtime/buffer.h"
 #include "runtime/executable.h"
+#include "runtime/stream.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::bench {
@@ -28,6 +29,16 @@ double msSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
+// The bytes of contiguous `t`, copied from its device.
+std::vector<unsigned char> hostBytes(const Tensor& t) {
+  std::vector<unsigned char> bytes(static_cast<size_t>(t.numel() * itemSize(t.dtype())));
+  const runtime::Buffer& storage = *t.impl()->storage;
+  storage.driver().copyDeviceToHost(bytes.data(),
+                                    storage.ptr(static_cast<size_t>(t.storageOffset() * itemSize(t.dtype()))),
+                                    bytes.size(), currentStream(t.device()).handle());
+  return bytes;
+}
+
 // Where two outputs differ, or "" when they are equal bit for bit (a NaN
 // equals any NaN: kernels need not agree on NaN payloads).
 std::string compareOutputs(const std::vector<Tensor>& eager, const std::vector<Tensor>& compiled) {
@@ -37,8 +48,8 @@ std::string compareOutputs(const std::vector<Tensor>& eager, const std::vector<T
     const Tensor &e = eager[i], &c = compiled[i];
     if (e.type().str() != c.type().str()) return fmt::format("output {}: eager {} vs compiled {}", i, e.str(), c.str());
     const size_t n = static_cast<size_t>(e.numel()), item = itemSize(e.dtype());
-    const auto* a = static_cast<const unsigned char*>(e.impl()->storage->data());
-    const auto* b = static_cast<const unsigned char*>(c.impl()->storage->data());
+    const std::vector<unsigned char> eagerBytes = hostBytes(e), compiledBytes = hostBytes(c);
+    const unsigned char *a = eagerBytes.data(), *b = compiledBytes.data();
     if (n == 0 || std::memcmp(a, b, n * item) == 0) continue;
     size_t mismatches = 0, first = n;
     for (size_t k = 0; k < n; ++k) {
@@ -90,35 +101,22 @@ std::vector<double> timeCalls(const std::function<void()>& fn, const RunPolicy& 
   return times;
 }
 
-namespace {
-constexpr int64_t kPageGrain = 4096;  // the copy splits at whole pages
-constexpr int64_t kPiece = 64 << 10;
-}  // namespace
-
 CopyYardstick::CopyYardstick(size_t bytes)
     : bytes_(bytes),
       src_(runtime::allocateBuffer(Device::cpu(), bytes)),
       dst_(runtime::allocateBuffer(Device::cpu(), bytes)) {
-  auto* s = static_cast<unsigned char*>(src_->data());
-  auto* d = static_cast<unsigned char*>(dst_->data());
-  // Touch every page from the threads that will copy it, so that no timed
-  // copy pays for a page fault.
-  runtime::ThreadPool::instance().parallelFor(static_cast<int64_t>(bytes), kPageGrain, [&](int64_t b, int64_t e) {
-    std::memset(s + b, 1, static_cast<size_t>(e - b));
-    std::memset(d + b, 0, static_cast<size_t>(e - b));
-  });
+  // Touch every page from the threads that will copy it (the driver's fill
+  // splits like its copy), so that no timed copy pays for a page fault.
+  const unsigned char one = 1, zero = 0;
+  src_->driver().fill(src_->ptr(), bytes, &one, 1, currentStream(src_->device()).handle());
+  dst_->driver().fill(dst_->ptr(), bytes, &zero, 1, currentStream(dst_->device()).handle());
   copy();
 }
 
 void CopyYardstick::copy() {
-  const auto* s = static_cast<const unsigned char*>(src_->data());
-  auto* d = static_cast<unsigned char*>(dst_->data());
-  // 64 KiB memcpy calls: on the development machine they were faster than
-  // one memcpy of a thread's whole range (about 32 against 24-29 GB/s), and
-  // the yardstick should be the faster copy.
-  runtime::ThreadPool::instance().parallelFor(static_cast<int64_t>(bytes_), kPageGrain, [&](int64_t b, int64_t e) {
-    for (int64_t p = b; p < e; p += kPiece) std::memcpy(d + p, s + p, static_cast<size_t>(std::min(kPiece, e - p)));
-  });
+  // The device's own device-to-device copy (on the CPU: 64 KiB memcpy calls
+  // split at whole pages over the pool, runtime/cpu_device.cpp).
+  dst_->driver().copyDeviceToDevice(dst_->ptr(), src_->ptr(), bytes_, currentStream(dst_->device()).handle());
 }
 
 void CopyYardstick::sample(int count) {
@@ -226,12 +224,12 @@ Result runWorkload(const Workload& w, const RunPolicy& policy) {
   // Timed calls, each side's allocator peak measured over its own: reset
   // before, read after, less what was allocated before (each call's result
   // is dropped before the next begins).
-  runtime::HostAllocator& alloc = runtime::HostAllocator::instance();
+  runtime::DeviceInterface& device = runtime::deviceInterface(Device::cpu());
   auto timeWithPeak = [&](const std::function<void()>& call, int64_t& peak) {
-    alloc.resetPeakStats();
-    const int64_t base = alloc.stats().allocatedBytes;
+    device.resetPeakMemoryStats();
+    const int64_t base = device.memoryStats().allocatedBytes;
     std::vector<double> times = timeCalls(call, policy);
-    peak = alloc.stats().peakAllocatedBytes - base;
+    peak = device.memoryStats().peakAllocatedBytes - base;
     return times;
   };
   // Memory bandwidth on a shared machine drifts over seconds, so the copy is

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/allocator.h"
+#include "runtime/buffer.h"
 #include "tools/kiln-bench/torch_compare.h"
 #include "tools/kiln-bench/workload.h"
 

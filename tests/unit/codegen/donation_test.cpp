@@ -9,7 +9,7 @@
 #include "codegen/compile_graph.h"
 #include "ir/parser.h"
 #include "passes/passes.h"
-#include "runtime/allocator.h"
+#include "runtime/buffer.h"
 
 namespace kiln::codegen {
 namespace {
@@ -22,13 +22,13 @@ std::unique_ptr<ir::Graph> fusedGraph(const std::string& text) {
 
 std::shared_ptr<runtime::Buffer> floats(const std::vector<float>& v) {
   auto buf = runtime::allocateBuffer(Device::cpu(), v.size() * sizeof(float));
-  std::memcpy(buf->data(), v.data(), v.size() * sizeof(float));
+  std::memcpy(buf->hostData(), v.data(), v.size() * sizeof(float));
   return buf;
 }
 
 std::vector<float> valuesOf(const std::shared_ptr<runtime::Buffer>& b, size_t n) {
   std::vector<float> v(n);
-  std::memcpy(v.data(), b->data(), n * sizeof(float));
+  std::memcpy(v.data(), b->hostData(), n * sizeof(float));
   return v;
 }
 
@@ -50,7 +50,7 @@ graph @update(%p: f32[6]@cpu, %g: f32[6]@cpu) -> (f32[6]@cpu) {
 TEST(Donation, AnElementwiseUpdateIsComputedIntoItsInput) {
   auto g = fusedGraph(kUpdate);
   const std::vector<Donation> donate{{0, 0}};
-  runtime::Executable exe = compileGraph(*g, {}, donate);
+  runtime::Executable exe = compileGraph(*g, Device::cpu(), {}, donate);
   ASSERT_TRUE(inPlace(exe, 0, 0));
   auto p = floats({1, 2, 3, 4, 5, 6});
   auto grad = floats({2, 2, 2, -2, -2, -2});
@@ -58,7 +58,7 @@ TEST(Donation, AnElementwiseUpdateIsComputedIntoItsInput) {
   EXPECT_EQ(out.at(0), p);  // the input's buffer, written
   EXPECT_EQ(valuesOf(p, 6), (std::vector<float>{0, 1, 2, 5, 6, 7}));
   // Without the donation: a buffer of its own, the same values, p untouched.
-  runtime::Executable plain = compileGraph(*g);
+  runtime::Executable plain = compileGraph(*g, Device::cpu());
   EXPECT_FALSE(inPlace(plain, 0, 0));
   auto q = floats({1, 2, 3, 4, 5, 6});
   auto out2 = plain.run({q, grad});
@@ -77,7 +77,7 @@ graph @later(%p: f32[2,3]@cpu, %g: f32[2,3]@cpu) -> (f32[2,3]@cpu, f32[2]@cpu) {
 }
 )");
   const std::vector<Donation> donate{{0, 0}};
-  runtime::Executable exe = compileGraph(*g, {}, donate);
+  runtime::Executable exe = compileGraph(*g, Device::cpu(), {}, donate);
   // Which runs first is the graph's order; if the sum came after the
   // update, the donation must have been refused.
   auto p = floats({1, 2, 3, 4, 5, 6});
@@ -97,7 +97,7 @@ graph @t(%p: f32[3,3]@cpu) -> (f32[3,3]@cpu) {
 }
 )");
   const std::vector<Donation> donate{{0, 0}};
-  runtime::Executable exe = compileGraph(*transposed, {}, donate);
+  runtime::Executable exe = compileGraph(*transposed, Device::cpu(), {}, donate);
   EXPECT_FALSE(inPlace(exe, 0, 0));
   auto p = floats({0, 1, 2, 3, 4, 5, 6, 7, 8});
   auto out = exe.run({p});
@@ -110,7 +110,7 @@ graph @r(%p: f32[4]@cpu, %x: f32[4,8]@cpu) -> (f32[4]@cpu) {
   return %1
 }
 )");
-  EXPECT_FALSE(inPlace(compileGraph(*reduced, {}, donate), 0, 0));
+  EXPECT_FALSE(inPlace(compileGraph(*reduced, Device::cpu(), {}, donate), 0, 0));
 }
 
 TEST(Donation, AResultReturnedTwiceOrAnInputReturnedAreNotDonated) {
@@ -121,14 +121,14 @@ graph @twice(%p: f32[6]@cpu, %g: f32[6]@cpu) -> (f32[6]@cpu, f32[6]@cpu) {
 }
 )");
   const std::vector<Donation> first{{0, 0}};
-  EXPECT_FALSE(inPlace(compileGraph(*twice, {}, first), 0, 0));
+  EXPECT_FALSE(inPlace(compileGraph(*twice, Device::cpu(), {}, first), 0, 0));
   auto returned = fusedGraph(R"(
 graph @ret(%p: f32[6]@cpu, %g: f32[6]@cpu) -> (f32[6]@cpu, f32[6]@cpu) {
   %0 = sub(%p, %g) : f32[6]@cpu
   return %0, %p
 }
 )");
-  runtime::Executable exe = compileGraph(*returned, {}, first);
+  runtime::Executable exe = compileGraph(*returned, Device::cpu(), {}, first);
   EXPECT_FALSE(inPlace(exe, 0, 0));
   auto p = floats({1, 2, 3, 4, 5, 6});
   auto out = exe.run({p, floats({1, 1, 1, 1, 1, 1})});
@@ -146,7 +146,7 @@ graph @gather(%p: f32[6]@cpu, %t: f32[5,6]@cpu, %i: i64[2]@cpu) -> (f32[6]@cpu, 
 }
 )");
   const std::vector<Donation> donate{{0, 0}};
-  EXPECT_FALSE(inPlace(compileGraph(*g, {}, donate), 0, 0));
+  EXPECT_FALSE(inPlace(compileGraph(*g, Device::cpu(), {}, donate), 0, 0));
 }
 
 }  // namespace

@@ -19,7 +19,7 @@
 #include "common/graph_builders.h"
 #include "frontend/kiln.h"
 #include "passes/passes.h"
-#include "runtime/allocator.h"
+#include "runtime/buffer.h"
 #include "runtime/error.h"
 #include "runtime/executable.h"
 #include "runtime/philox.h"
@@ -46,7 +46,7 @@ ir::Value* dropout(ir::Graph& g, ir::Value* x, ir::Value* seed, ir::Value* offse
 
 std::shared_ptr<runtime::Buffer> bufferOf(const void* data, size_t bytes) {
   auto b = runtime::allocateBuffer(Device::cpu(), bytes);
-  std::memcpy(b->data(), data, bytes);
+  std::memcpy(b->hostData(), data, bytes);
   return b;
 }
 
@@ -85,10 +85,10 @@ TEST(DropoutKernel, ABroadcastDropoutInsideALargerDomainIndexesItsOwnResult) {
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 13) - 6.0f;
   for (size_t i = 0; i < b.size(); ++i) b[i] = 0.25f * static_cast<float>(i);
   const int64_t seed = 0x1234567890abcdefll, offset = 0x200000001ll;
-  const runtime::Executable exe = compileGraph(*g);
+  const runtime::Executable exe = compileGraph(*g, Device::cpu());
   auto outs = exe.run(
       {bufferOf(x.data(), x.size() * 4), bufferOf(b.data(), b.size() * 4), bufferOf(&seed, 8), bufferOf(&offset, 8)});
-  const float* out = static_cast<const float*>(outs.at(0)->data());
+  const float* out = static_cast<const float*>(outs.at(0)->hostData());
   const float scale = static_cast<float>(1.0 / 0.6);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) {
@@ -113,9 +113,9 @@ TEST(DropoutKernel, ATransposedOperandDoesNotMoveTheIndex) {
   std::vector<float> storage(static_cast<size_t>(rows * cols));  // x[r][c] at c * rows + r
   for (size_t i = 0; i < storage.size(); ++i) storage[i] = 1.0f + static_cast<float>(i);
   const int64_t seed = 7, offset = 3;
-  const runtime::Executable exe = compileGraph(*g, strides);
+  const runtime::Executable exe = compileGraph(*g, Device::cpu(), strides);
   auto outs = exe.run({bufferOf(storage.data(), storage.size() * 4), bufferOf(&seed, 8), bufferOf(&offset, 8)});
-  const float* out = static_cast<const float*>(outs.at(0)->data());
+  const float* out = static_cast<const float*>(outs.at(0)->hostData());
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) {
       const uint64_t i = static_cast<uint64_t>(r * cols + c);

@@ -171,18 +171,18 @@ bool sameBits(const runtime::Buffer& a, const runtime::Buffer& b, const ir::Tens
   for (size_t i = 0; i < n; ++i) {
     double x = 0, y = 0;
     switch (t.dtype) {
-      case DType::f32: x = static_cast<const float*>(a.data())[i], y = static_cast<const float*>(b.data())[i]; break;
-      case DType::f64: x = static_cast<const double*>(a.data())[i], y = static_cast<const double*>(b.data())[i]; break;
+      case DType::f32: x = static_cast<const float*>(a.hostData())[i], y = static_cast<const float*>(b.hostData())[i]; break;
+      case DType::f64: x = static_cast<const double*>(a.hostData())[i], y = static_cast<const double*>(b.hostData())[i]; break;
       default: {
         const size_t size = itemSize(t.dtype);
-        if (std::memcmp(static_cast<const char*>(a.data()) + i * size, static_cast<const char*>(b.data()) + i * size,
+        if (std::memcmp(static_cast<const char*>(a.hostData()) + i * size, static_cast<const char*>(b.hostData()) + i * size,
                         size) == 0)
           continue;
         if (t.dtype == DType::f16 || t.dtype == DType::bf16) {
           // Two NaNs may differ in their payload.
           uint16_t p = 0, q = 0;
-          std::memcpy(&p, static_cast<const char*>(a.data()) + i * 2, 2);
-          std::memcpy(&q, static_cast<const char*>(b.data()) + i * 2, 2);
+          std::memcpy(&p, static_cast<const char*>(a.hostData()) + i * 2, 2);
+          std::memcpy(&q, static_cast<const char*>(b.hostData()) + i * 2, 2);
           const bool nanP =
               t.dtype == DType::f16 ? (p & 0x7c00) == 0x7c00 && (p & 0x3ff) : (p & 0x7f80) == 0x7f80 && (p & 0x7f);
           const bool nanQ =
@@ -225,7 +225,7 @@ TEST(FusedReductionsRandom, SameBitsWithAndWithoutFusion) {
     const int a = ir::countKernels(*plain), b = ir::countKernels(*withFusion);
     fewer += b < a;
     more += b > a;
-    runtime::Executable e1 = codegen::compileGraph(*plain), e2 = codegen::compileGraph(*withFusion);
+    runtime::Executable e1 = codegen::compileGraph(*plain, Device::cpu()), e2 = codegen::compileGraph(*withFusion, Device::cpu());
     std::vector<std::shared_ptr<runtime::Buffer>> inputs;
     Generator gen(static_cast<uint64_t>(seed) + 1000);
     for (const ir::Value* in : plain->inputs()) {

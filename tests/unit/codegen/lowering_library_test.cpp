@@ -5,6 +5,7 @@
 // [Library calls read views]), and supports() accepts library nodes and
 // such views but not a view something else reads.
 #include "codegen/lowering_library.h"
+#include "codegen/target.h"
 
 #include <gtest/gtest.h>
 
@@ -26,9 +27,11 @@ TEST(LowerLibrary, MatmulArgumentsCarryStridesAndBroadcastBatchDims) {
   ir::Node* mm = g.create(Op::matmul, std::vector<ir::Value*>{a, b});
   // b laid out as a transposed [3, 5, 8] storage: strides [40, 1, 8].
   const std::vector<ir::Layout> layouts = {ir::contiguousLayout({2, 1, 4, 8}), ir::Layout{{40, 1, 8}, 0}};
-  codegen::LoweredCall call = codegen::lowerLibrary(*mm, layouts);
+  const codegen::LibraryFunctions& cpu = codegen::targetFor(Device::cpu()).libraries();
+  codegen::LoweredCall call = codegen::lowerLibrary(*mm, layouts, cpu);
   EXPECT_EQ(call.name, "matmul_f32");
-  EXPECT_EQ(call.fn, &runtime::matmul);
+  EXPECT_EQ(call.fn, cpu.matmul);
+  EXPECT_EQ(call.fn, &runtime::onHost<&runtime::matmul>);
   const runtime::MatmulCall c = runtime::MatmulCall::decode(call.args);
   EXPECT_EQ(c.batch, (std::vector<int64_t>{2, 3}));
   EXPECT_EQ(c.aBatchStrides, (std::vector<int64_t>{32, 0})) << "a is broadcast over the 3";
@@ -45,9 +48,9 @@ TEST(CompileGraph, ATransposeReadByMatmulIsAnAliasNotACopy) {
   ir::Node* t = g.create(Op::transpose, std::vector<ir::Value*>{w}, {{"perm", std::vector<int64_t>{1, 0}}});
   ir::Node* mm = g.create(Op::matmul, std::vector<ir::Value*>{x, t->output()});
   g.setOutputs({mm->output()});
-  EXPECT_TRUE(codegen::supports(*t));
-  EXPECT_TRUE(codegen::supports(*mm));
-  runtime::Executable exe = codegen::compileGraph(g);
+  EXPECT_TRUE(codegen::supports(*t, Device::cpu()));
+  EXPECT_TRUE(codegen::supports(*mm, Device::cpu()));
+  runtime::Executable exe = codegen::compileGraph(g, Device::cpu());
   ASSERT_EQ(exe.steps.size(), 1u);
   const auto& step = std::get<runtime::LibraryStep>(exe.steps[0]);
   EXPECT_EQ(step.name, "matmul_f32");
@@ -65,7 +68,7 @@ TEST(CompileGraph, ASliceReadByIndexSelectIsBoundAtItsOffset) {
                          {{"dim", int64_t{1}}, {"start", int64_t{2}}, {"end", int64_t{6}}, {"step", int64_t{2}}});
   ir::Node* sel = g.create(Op::index_select, std::vector<ir::Value*>{s->output(), i}, {{"dim", int64_t{0}}});
   g.setOutputs({sel->output()});
-  runtime::Executable exe = codegen::compileGraph(g);
+  runtime::Executable exe = codegen::compileGraph(g, Device::cpu());
   ASSERT_EQ(exe.steps.size(), 1u);
   const auto& step = std::get<runtime::LibraryStep>(exe.steps[0]);
   EXPECT_EQ(step.offsets, (std::vector<int64_t>{2 * 4, 0, 0})) << "x from element 2";
@@ -81,7 +84,7 @@ TEST(CompileGraph, SupportsAViewOnlyWhenOnlyLibraryCallsReadIt) {
   ir::Node* r = g.create(Op::relu, std::vector<ir::Value*>{t->output()});
   g.setOutputs({r->output()});
   std::string why;
-  EXPECT_FALSE(codegen::supports(*t, &why));
+  EXPECT_FALSE(codegen::supports(*t, Device::cpu(), &why));
   EXPECT_EQ(why,
             "movement ops run inside fusion nodes, unless only library calls read them (run fuse-elementwise first)");
 }

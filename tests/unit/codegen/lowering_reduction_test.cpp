@@ -104,11 +104,11 @@ TEST(LowerReduction, VarIsTwoPassesInF64) {
 
 TEST(LowerReduction, CompileGraphSplitsByWholeRows) {
   OneReduction r(Op::sum, {4096, 16}, {{"dims", dims({1})}});
-  runtime::Executable exe = codegen::compileGraph(r.g);
+  runtime::Executable exe = codegen::compileGraph(r.g, Device::cpu());
   ASSERT_EQ(exe.steps.size(), 1u);
   const auto& step = std::get<runtime::KernelStep>(exe.steps[0]);
-  EXPECT_EQ(step.numel, 4096);
-  EXPECT_EQ(step.grain, 2048) << "32768 / 16 rows";
+  EXPECT_EQ(step.shape.numel, 4096);
+  EXPECT_EQ(step.shape.grain, 2048) << "32768 / 16 rows";
 }
 
 /// softmax over the last dim of x [R, C] as one fusion node, built by hand
@@ -137,14 +137,14 @@ TEST(LowerReduction, AFusedSoftmaxIsOneKernelOfThreePasses) {
   codegen::LoweredKernel k = codegen::lowerReduction(*fusion);
   EXPECT_EQ(codegen::kernelStages(k.kernel).numPasses, 3) << k.kernel.str();
   EXPECT_FALSE(k.kernel.params[1].outer) << "the result is stored along the row";
-  runtime::Executable exe = codegen::compileGraph(*g);
+  runtime::Executable exe = codegen::compileGraph(*g, Device::cpu());
   EXPECT_EQ(exe.numKernels(), 1);
   // Against the eager ops, bit for bit: the f64 sums add in the order the
   // eager sum kernel adds (Note [Fixed summation order]).
   Generator gen(3);
   Tensor x = randn({R, C}, gen);
   auto out = exe.run({x.impl()->storage});
-  const float* got = static_cast<const float*>(out[0]->data());
+  const float* got = static_cast<const float*>(out[0]->hostData());
   const Tensor e = kiln::exp(x - amax(x, {1}, true));  // what kiln::softmax computes, op by op
   const std::vector<float> want = (e / kiln::sum(e, {1}, true)).toVector();
   for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << i;
@@ -159,10 +159,10 @@ TEST(LowerReduction, AFusedSoftmaxOverRowsOfOneElement) {
   auto g = fusedSoftmax(6, 1);
   codegen::LoweredKernel k = codegen::lowerReduction(*g->nodes().back());
   EXPECT_EQ(codegen::kernelStages(k.kernel).numPasses, 3) << k.kernel.str();
-  runtime::Executable exe = codegen::compileGraph(*g);
+  runtime::Executable exe = codegen::compileGraph(*g, Device::cpu());
   Tensor x = fromVector({1, -2, 3, INFINITY, 0, 7}, {6, 1});
   auto out = exe.run({x.impl()->storage});
-  const float* got = static_cast<const float*>(out[0]->data());
+  const float* got = static_cast<const float*>(out[0]->hostData());
   for (int i = 0; i < 6; ++i) {
     if (i == 3) continue;
     EXPECT_EQ(got[i], 1.0f) << i;
@@ -187,10 +187,10 @@ TEST(LowerReduction, AnEpilogueInputIsReadOncePerRow) {
   EXPECT_FALSE(k.kernel.params[0].outer);
   EXPECT_TRUE(k.kernel.params[1].outer);
   EXPECT_EQ(k.launch.args, (std::vector<int64_t>{5, 9, 9, 1, 1, 0, 1, 0}));
-  runtime::Executable exe = codegen::compileGraph(*g);
+  runtime::Executable exe = codegen::compileGraph(*g, Device::cpu());
   Tensor xs = arange(0, 45).to(DType::f32), bs = fromVector({1, 2, 3, 4, 5});
   auto out = exe.run({xs.impl()->storage, bs.impl()->storage});
-  const float* got = static_cast<const float*>(out[0]->data());
+  const float* got = static_cast<const float*>(out[0]->hostData());
   for (int r = 0; r < 5; ++r) EXPECT_EQ(got[r], static_cast<float>(9 * 9 * r + 36 + r + 1)) << r;
 }
 

@@ -136,13 +136,13 @@ TEST(LoweringViews, CompileGraphRunsAStridedInputFromItsOffset) {
   // exp of a [3,2] view, transposed with offset 1, of a [2,4] buffer.
   auto g = fused({{3, 2}}, [](ir::Graph& g, auto in) { return un(g, Op::neg, in[0]); });
   const std::vector<ir::Strides> strides = {{1, 4}};
-  runtime::Executable exe = codegen::compileGraph(*g, strides);
+  runtime::Executable exe = codegen::compileGraph(*g, Device::cpu(), strides);
   EXPECT_EQ(exe.slots.at(0).bytes, (1 + 2 * 1 + 1 * 4) * sizeof(float)) << "the extent, not the element count";
   auto buf = runtime::allocateBuffer(Device::cpu(), 8 * sizeof(float));
   const float values[8] = {0, 1, 2, 3, 4, 5, 6, 7};
-  std::memcpy(buf->data(), values, sizeof values);
+  std::memcpy(buf->hostData(), values, sizeof values);
   auto out = exe.run({buf}, {1 * sizeof(float)});
-  const auto* y = static_cast<const float*>(out.at(0)->data());
+  const auto* y = static_cast<const float*>(out.at(0)->hostData());
   // element [i, j] is buffer[1 + i + 4 j]
   EXPECT_EQ(std::vector<float>(y, y + 6), (std::vector<float>{-1, -5, -2, -6, -3, -7}));
 }

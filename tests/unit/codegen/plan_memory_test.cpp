@@ -18,6 +18,7 @@
 #include "ir/printer.h"
 #include "passes/passes.h"
 #include "runtime/allocator.h"
+#include "runtime/buffer.h"
 
 namespace {
 
@@ -146,7 +147,7 @@ std::shared_ptr<runtime::Buffer> randomFloats(int64_t n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   auto buf = runtime::allocateBuffer(Device::cpu(), static_cast<size_t>(n) * sizeof(float));
-  auto* p = static_cast<float*>(buf->data());
+  auto* p = static_cast<float*>(buf->hostData());
   for (int64_t i = 0; i < n; ++i) p[i] = normal(rng);
   return buf;
 }
@@ -178,13 +179,13 @@ std::pair<Run, Run> runBothWays(const Executable& exe, const std::vector<std::sh
   // so that a buffer read before it is written shows up as a difference.
   for (const runtime::SlotSpec& b : exe.buffers) {
     auto junk = runtime::allocateBuffer(b.device, b.bytes);
-    std::memset(junk->data(), 0x7f, b.bytes);
+    std::memset(junk->hostData(), 0x7f, b.bytes);
   }
   Run planned = runMeasured(exe, inputs);
   EXPECT_EQ(planned.outputs.size(), reference.outputs.size());
   for (size_t i = 0; i < planned.outputs.size(); ++i) {
     const size_t bytes = exe.slots[exe.outputSlots[i]].bytes;
-    EXPECT_EQ(std::memcmp(planned.outputs[i]->data(), reference.outputs[i]->data(), bytes), 0) << "output " << i;
+    EXPECT_EQ(std::memcmp(planned.outputs[i]->hostData(), reference.outputs[i]->hostData(), bytes), 0) << "output " << i;
   }
   return {planned, reference};
 }
@@ -204,7 +205,7 @@ graph @chain(%x: f32[256,256]@cpu, %w: f32[256,256]@cpu) -> (f32[256,256]@cpu) {
   return %f
 }
 )");
-  Executable exe = codegen::compileGraph(*g);
+  Executable exe = codegen::compileGraph(*g, Device::cpu());
   ASSERT_EQ(exe.steps.size(), 6u) << ir::printGraph(*g);
   // Slots: x 0, w 1, then one per result in step order: a 2, b 3, c 4, d 5, e 6, f 7.
   ASSERT_EQ(exe.slots.size(), 8u);
@@ -234,7 +235,7 @@ graph @two(%x: f32[128,128]@cpu, %w: f32[128,128]@cpu) -> (f32[128,128]@cpu) {
   return %o
 }
 )");
-  Executable exe = codegen::compileGraph(*g);
+  Executable exe = codegen::compileGraph(*g, Device::cpu());
   codegen::MemoryPlanStats stats = codegen::planMemory(exe);
   EXPECT_LT(stats.bytesAfter, stats.bytesBefore) << ir::printGraph(*g);
   auto [planned, reference] = runBothWays(exe, {randomFloats(128 * 128, 3), randomFloats(128 * 128, 4)});
@@ -259,7 +260,7 @@ graph @attn(%x: f32[64,96]@cpu, %w: f32[96,64]@cpu) -> (f32[64,64]@cpu) {
   return %r
 }
 )");
-  Executable exe = codegen::compileGraph(*g);
+  Executable exe = codegen::compileGraph(*g, Device::cpu());
   runBothWays(exe, {randomFloats(64 * 96, 5), randomFloats(96 * 64, 6)});
 }
 

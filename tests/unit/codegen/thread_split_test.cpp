@@ -21,7 +21,7 @@
 #include "common/graph_builders.h"
 #include "frontend/kiln.h"
 #include "passes/pass_manager.h"
-#include "runtime/allocator.h"
+#include "runtime/buffer.h"
 
 namespace {
 
@@ -34,7 +34,7 @@ ir::TensorType type(DType d, ir::Shape s) { return {d, std::move(s), Device::cpu
 /// run through kiln::compile's pipeline).
 void expectLineAlignedSplits(ir::Graph& graph, const std::string& what) {
   passes::PassManager(CompileOptions{}.pipeline).run(graph);
-  const runtime::Executable exe = codegen::compileGraph(graph);
+  const runtime::Executable exe = codegen::compileGraph(graph, Device::cpu());
   std::vector<codegen::LoweredKernel> lowered;
   for (const ir::Node* n : graph.nodes()) {
     if (n->op() == ir::Op::constant || n->info().kind == ir::OpKind::library || ir::isViewOp(n->op())) continue;
@@ -50,7 +50,7 @@ void expectLineAlignedSplits(ir::Graph& graph, const std::string& what) {
     ASSERT_EQ(step->args.size(), lowered[next - 1].launch.args.size()) << what << ": " << k.name;
     // The split's unit: elements of the domain, or output rows of a reduction.
     const int rank = k.isReduction() ? k.outerRank() : k.rank;
-    for (int64_t b = step->grain; b < step->numel; b += step->grain) {
+    for (int64_t b = step->shape.grain; b < step->shape.numel; b += step->shape.grain) {
       std::vector<int64_t> index(static_cast<size_t>(rank));
       int64_t rest = b;
       for (int d = rank - 1; d >= 0; --d) {
@@ -65,7 +65,7 @@ void expectLineAlignedSplits(ir::Graph& graph, const std::string& what) {
         const int64_t byte = (step->offsets.empty() ? 0 : step->offsets[static_cast<size_t>(p)]) +
                              element * static_cast<int64_t>(itemSize(k.params[static_cast<size_t>(p)].dtype));
         EXPECT_EQ(byte % 64, 0) << what << ": " << k.name << " output " << p << " at split " << b << " (grain "
-                                << step->grain << ")";
+                                << step->shape.grain << ")";
         ++checked;
       }
     }
@@ -82,7 +82,7 @@ void expectLineAlignedSplits(F fn, const std::vector<ir::TensorType>& inputs, co
 TEST(ThreadSplit, BuffersAreCacheLineAligned) {
   for (size_t bytes : {1, 3, 64, 1000, 1 << 20}) {
     auto b = runtime::allocateBuffer(Device::cpu(), bytes);
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(b->data()) % 64, 0u) << bytes << " bytes";
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b->hostData()) % 64, 0u) << bytes << " bytes";
   }
 }
 

@@ -28,7 +28,7 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 /// Element i of an eager tensor, as the evaluator takes it.
 ScalarValue element(const Tensor& t, int64_t i) {
-  const auto* p = static_cast<const uint8_t*>(t.impl()->storage->data()) + i * itemSize(t.dtype());
+  const auto* p = static_cast<const uint8_t*>(t.impl()->storage->hostData()) + i * itemSize(t.dtype());
   ScalarValue v;
   v.dtype = t.dtype();
   switch (t.dtype()) {

@@ -25,7 +25,7 @@ using ir::ScalarValue;
 
 /// Element i of a contiguous tensor, as the evaluator takes it.
 ScalarValue element(const Tensor& t, int64_t i) {
-  const auto* p = static_cast<const uint8_t*>(t.impl()->storage->data()) + i * itemSize(t.dtype());
+  const auto* p = static_cast<const uint8_t*>(t.impl()->storage->hostData()) + i * itemSize(t.dtype());
   ScalarValue v;
   v.dtype = t.dtype();
   switch (t.dtype()) {
@@ -69,7 +69,7 @@ bool same(const ScalarValue& a, const ScalarValue& b) {
 /// The raw bytes of a tensor, for bit-for-bit comparisons.
 std::vector<uint8_t> bytesOf(const Tensor& t) {
   Tensor c = t.contiguous();
-  const auto* p = static_cast<const uint8_t*>(c.impl()->storage->data()) + c.storageOffset() * itemSize(c.dtype());
+  const auto* p = static_cast<const uint8_t*>(c.impl()->storage->hostData()) + c.storageOffset() * itemSize(c.dtype());
   return {p, p + c.numel() * itemSize(c.dtype())};
 }
 

@@ -25,7 +25,7 @@ std::vector<float> readByStrides(const Tensor& x) {
   std::vector<float> out;
   std::vector<int64_t> index(x.dim(), 0);
   // The base pointer of the storage: a contiguous view of it starting at 0.
-  const float* base = static_cast<const float*>(x.impl()->storage->data());
+  const float* base = static_cast<const float*>(x.impl()->storage->hostData());
   for (int64_t i = 0; i < x.numel(); ++i) {
     int64_t at = x.storageOffset();
     for (int d = 0; d < x.dim(); ++d) at += index[d] * x.strides()[d];

@@ -7,6 +7,7 @@
 // HostAllocator where they can, so that other tests' memory does not show up
 // in the numbers.
 #include "runtime/allocator.h"
+#include "runtime/buffer.h"
 
 #include <gtest/gtest.h>
 
@@ -267,8 +268,8 @@ TEST(Buffer, CpuBufferComesFromTheGlobalAllocatorAndGoesBack) {
   const int64_t before = global.stats().allocatedBytes;
   {
     auto buf = allocateBuffer(Device::cpu(), 100);
-    ASSERT_NE(buf->data(), nullptr);
-    EXPECT_TRUE(aligned64(buf->data()));
+    ASSERT_NE(buf->hostData(), nullptr);
+    EXPECT_TRUE(aligned64(buf->hostData()));
     EXPECT_EQ(buf->bytes(), 100u);
     EXPECT_EQ(buf->device(), Device::cpu());
     EXPECT_EQ(global.stats().allocatedBytes, before + 512);

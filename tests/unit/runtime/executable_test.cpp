@@ -40,11 +40,11 @@ void countVisits(void* const* buffers, const int64_t*, int64_t begin, int64_t en
 
 std::shared_ptr<Buffer> floats(const std::vector<float>& values) {
   auto buf = allocateBuffer(Device::cpu(), values.size() * sizeof(float));
-  std::memcpy(buf->data(), values.data(), values.size() * sizeof(float));
+  std::memcpy(buf->hostData(), values.data(), values.size() * sizeof(float));
   return buf;
 }
 
-const float* data(const std::shared_ptr<Buffer>& b) { return static_cast<const float*>(b->data()); }
+const float* data(const std::shared_ptr<Buffer>& b) { return static_cast<const float*>(b->hostData()); }
 
 // Slots: 0 = x (input), 1 = y (input), 2 = t = 3x + 1 (intermediate), 3 = t + y (output).
 Executable twoStepProgram(int64_t n) {
@@ -53,8 +53,9 @@ Executable twoStepProgram(int64_t n) {
   exe.slots = {{bytes, Device::cpu()}, {bytes, Device::cpu()}, {bytes, Device::cpu()}, {bytes, Device::cpu()}};
   exe.inputSlots = {0, 1};
   exe.outputSlots = {3};
-  exe.steps.push_back(KernelStep{"scale_shift", &scaleShift, {0, 2}, {3, 1}, n, 16, nullptr, {}});
-  exe.steps.push_back(KernelStep{"add", &addKernel, {2, 1, 3}, {}, n, 16, nullptr, {}});
+  exe.steps.push_back(
+      KernelStep{"scale_shift", loadHostKernel("scale_shift", &scaleShift), {0, 2}, {3, 1}, LaunchShape{n, 16}, {}});
+  exe.steps.push_back(KernelStep{"add", loadHostKernel("add", &addKernel), {2, 1, 3}, {}, LaunchShape{n, 16}, {}});
   return exe;
 }
 
@@ -95,13 +96,13 @@ TEST(Executable, InputsAreBoundWithoutCopies) {
   exe.slots = {{n * sizeof(int32_t), Device::cpu()}};
   exe.inputSlots = {0};
   exe.outputSlots = {0};
-  exe.steps.push_back(KernelStep{"count", &countVisits, {0}, {}, n, 64, nullptr, {}});
+  exe.steps.push_back(KernelStep{"count", loadHostKernel("count", &countVisits), {0}, {}, LaunchShape{n, 64}, {}});
   auto buf = allocateBuffer(Device::cpu(), n * sizeof(int32_t));
-  std::memset(buf->data(), 0, n * sizeof(int32_t));
+  std::memset(buf->hostData(), 0, n * sizeof(int32_t));
   auto outs = exe.run({buf});
   ASSERT_EQ(outs.size(), 1u);
   EXPECT_EQ(outs[0], buf) << "an output that is an input returns the caller's buffer";
-  const int32_t* counts = static_cast<const int32_t*>(buf->data());
+  const int32_t* counts = static_cast<const int32_t*>(buf->hostData());
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(counts[i], 1) << "element " << i << " visited " << counts[i] << " times";
 }
 
@@ -112,12 +113,12 @@ TEST(Executable, LargeDomainIsCoveredExactlyOnce) {
   exe.slots = {{n * sizeof(int32_t), Device::cpu()}};
   exe.inputSlots = {0};
   exe.outputSlots = {0};
-  exe.steps.push_back(KernelStep{"count", &countVisits, {0}, {}, n, 1000, nullptr, {}});
-  exe.steps.push_back(KernelStep{"count", &countVisits, {0}, {}, n, 1000, nullptr, {}});
+  exe.steps.push_back(KernelStep{"count", loadHostKernel("count", &countVisits), {0}, {}, LaunchShape{n, 1000}, {}});
+  exe.steps.push_back(KernelStep{"count", loadHostKernel("count", &countVisits), {0}, {}, LaunchShape{n, 1000}, {}});
   auto buf = allocateBuffer(Device::cpu(), n * sizeof(int32_t));
-  std::memset(buf->data(), 0, n * sizeof(int32_t));
+  std::memset(buf->hostData(), 0, n * sizeof(int32_t));
   exe.run({buf});
-  const int32_t* counts = static_cast<const int32_t*>(buf->data());
+  const int32_t* counts = static_cast<const int32_t*>(buf->hostData());
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(counts[i], 2) << i;
 }
 
@@ -128,8 +129,8 @@ TEST(Executable, ProgramWithoutInputsAllocatesItsOutputs) {
   exe.slots = {{n * sizeof(float), Device::cpu()}, {n * sizeof(float), Device::cpu()}};
   exe.outputSlots = {1, 0};
   // scaleShift reads slot 0 (garbage is fine) and with args {0, 7} writes 7s.
-  exe.steps.push_back(KernelStep{"fill7", &scaleShift, {0, 1}, {0, 7}, n, 1, nullptr, {}});
-  exe.steps.push_back(KernelStep{"fill5", &scaleShift, {1, 0}, {0, 5}, n, 1, nullptr, {}});
+  exe.steps.push_back(KernelStep{"fill7", loadHostKernel("fill7", &scaleShift), {0, 1}, {0, 7}, LaunchShape{n, 1}, {}});
+  exe.steps.push_back(KernelStep{"fill5", loadHostKernel("fill5", &scaleShift), {1, 0}, {0, 5}, LaunchShape{n, 1}, {}});
   auto outs = exe.run({});
   ASSERT_EQ(outs.size(), 2u);
   EXPECT_NE(outs[0], outs[1]);
@@ -160,8 +161,9 @@ TEST(Executable, InputsAreReadFromTheirOffsetsAndStepsFromTheirs) {
   exe.slots = {{n * sizeof(float), Device::cpu()}, {2 * n * sizeof(float), Device::cpu()}};
   exe.inputSlots = {0};
   exe.outputSlots = {1};
-  exe.steps.push_back(KernelStep{"low", &scaleShift, {0, 1}, {1, 0}, n, 1, nullptr, {}});
-  exe.steps.push_back(KernelStep{"high", &scaleShift, {0, 1}, {10, 0}, n, 1, nullptr, {0, n * sizeof(float)}});
+  exe.steps.push_back(KernelStep{"low", loadHostKernel("low", &scaleShift), {0, 1}, {1, 0}, LaunchShape{n, 1}, {}});
+  exe.steps.push_back(KernelStep{
+      "high", loadHostKernel("high", &scaleShift), {0, 1}, {10, 0}, LaunchShape{n, 1}, {0, n * sizeof(float)}});
   auto in = floats({-1, -1, 1, 2, 3});
   auto outs = exe.run({in}, {2 * sizeof(float)});
   EXPECT_EQ(std::vector<float>(data(outs[0]), data(outs[0]) + 2 * n), (std::vector<float>{1, 2, 3, 10, 20, 30}));

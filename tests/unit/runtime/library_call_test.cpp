@@ -30,7 +30,7 @@ void addOne(void* const* buffers, const int64_t*, int64_t begin, int64_t end) {
 
 std::shared_ptr<Buffer> floats(const std::vector<float>& values) {
   auto buf = allocateBuffer(Device::cpu(), values.size() * sizeof(float));
-  std::memcpy(buf->data(), values.data(), values.size() * sizeof(float));
+  std::memcpy(buf->hostData(), values.data(), values.size() * sizeof(float));
   return buf;
 }
 
@@ -42,8 +42,8 @@ Executable program(int64_t factor) {
       {8 * sizeof(float), Device::cpu()}, {4 * sizeof(float), Device::cpu()}, {4 * sizeof(float), Device::cpu()}};
   exe.inputSlots = {0};
   exe.outputSlots = {2};
-  exe.steps.emplace_back(LibraryStep{"scale", &scaleCall, {0, 1}, {factor, 4}, {2 * sizeof(float), 0}});
-  exe.steps.emplace_back(KernelStep{"add_one", &addOne, {1, 2}, {}, 4, 1, nullptr, {}});
+  exe.steps.emplace_back(LibraryStep{"scale", &onHost<&scaleCall>, {0, 1}, {factor, 4}, {2 * sizeof(float), 0}});
+  exe.steps.emplace_back(KernelStep{"add_one", loadHostKernel("add_one", &addOne), {1, 2}, {}, LaunchShape{4, 1}, {}});
   return exe;
 }
 
@@ -55,7 +55,7 @@ TEST(LibraryStep, RunsBetweenKernelsWithItsOffsetsAndArgs) {
   const int64_t before = kernelLaunchCount();
   auto out = exe.run({x});
   EXPECT_EQ(kernelLaunchCount() - before, 2) << "a library call counts as a launch";
-  const float* o = static_cast<const float*>(out[0]->data());
+  const float* o = static_cast<const float*>(out[0]->hostData());
   EXPECT_EQ(std::vector<float>(o, o + 4), (std::vector<float>{7, 10, 13, 16}));
 }
 
@@ -68,7 +68,7 @@ TEST(LibraryStep, AnErrorItThrowsReachesTheCaller) {
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "scale: factor 0 is not allowed");
   }
-  EXPECT_EQ(static_cast<const float*>(x->data())[2], 2.0f) << "the input is untouched";
+  EXPECT_EQ(static_cast<const float*>(x->hostData())[2], 2.0f) << "the input is untouched";
 }
 
 }  // namespace

@@ -1,0 +1,62 @@
+// The CPU target of codegen/target.h: kernels rendered to LLVM IR and
+// JIT-compiled (codegen/cpu_compiler.h), loaded on the CPU driver as host
+// functions and split over its thread pool; library ops run OpenBLAS and
+// kiln's gather loops on host addresses.
+#include <fmt/format.h>
+
+#include "codegen/cpu_compiler.h"
+#include "codegen/lowering_reduction.h"
+#include "codegen/target.h"
+#include "runtime/blas.h"
+#include "runtime/error.h"
+#include "runtime/indexing.h"
+
+namespace kiln::codegen {
+
+namespace {
+// Kernels split across threads in ranges of whole cache lines; tensors below
+// this many elements run on one thread.
+constexpr int64_t kGrain = 32768;
+
+class CpuTarget final : public Target {
+ public:
+  std::string_view name() const override { return "cpu"; }
+
+  std::string description(Device) const override { return cpuTargetDescription(); }
+
+  bool supports(const ir::Node&, std::string*) const override { return true; }
+
+  CompiledKernel compile(const Kernel& kernel, Device device) const override {
+    KILN_ASSERT(device.isCpu(), "cpu target asked to compile {} for {}", kernel.name, device.str());
+    CompiledCpuKernel cpu = compileCpuKernel(kernel);
+    CompiledKernel out;
+    out.module = runtime::deviceInterface(device).loadModule(
+        runtime::KernelImage::hostFunction(kernel.name, cpu.fn, std::move(cpu.keepAlive)));
+    out.compileMs = cpu.compileMs;
+    out.fromDiskCache = cpu.fromDiskCache;
+    return out;
+  }
+
+  runtime::LaunchShape launchShape(const Kernel& kernel, const LaunchArgs& launch) const override {
+    runtime::LaunchShape shape;
+    shape.numel = launch.numel;
+    // A reduction kernel splits by whole output rows (lowering_reduction.h).
+    shape.grain = kernel.isReduction() ? reductionGrain(kernel, launch) : kGrain;
+    return shape;
+  }
+
+  const LibraryFunctions& libraries() const override {
+    static const LibraryFunctions cpu{&runtime::onHost<&runtime::matmul>, &runtime::onHost<&runtime::indexSelect>,
+                                      &runtime::onHost<&runtime::indexAdd>};
+    return cpu;
+  }
+};
+}  // namespace
+
+const Target& targetFor(Device device) {
+  static const CpuTarget cpu;
+  if (device.isCpu()) return cpu;
+  fail("codegen: no target for {} in this build (kernels for it are rendered but cannot be run yet)", device.str());
+}
+
+}  // namespace kiln::codegen

@@ -1,0 +1,113 @@
+// The registry of device drivers (runtime/device_interface.h) and Buffer,
+// the memory a driver hands out.
+#include "runtime/device_interface.h"
+
+#include <mutex>
+#include <vector>
+
+#include "runtime/buffer.h"
+#include "runtime/error.h"
+
+namespace kiln::runtime {
+
+namespace {
+struct Registry {
+  std::mutex mutex;
+  std::vector<DeviceDriver> drivers;
+  /// Opened devices, per driver: made on first use, alive for the process
+  /// (kernels and buffers may be released during static destruction).
+  std::vector<std::vector<DeviceInterface*>> open;
+};
+
+Registry& registry() {
+  static auto* r = new Registry();  // leaked on purpose, as the devices are
+  return *r;
+}
+
+/// Why `device` cannot be used, or empty; the driver found for its kind.
+std::string unusable(Device device, const DeviceDriver** found) {
+  Registry& r = registry();
+  for (const DeviceDriver& d : r.drivers) {
+    if (d.type != device.type()) continue;
+    *found = &d;
+    std::string why;
+    if (d.available && !d.available(&why)) return why;
+    const int count = d.count ? d.count() : 0;
+    if (device.index() < 0 || device.index() >= count)
+      return fmt::format("no such device (this process sees {} {} device{})", count, d.name, count == 1 ? "" : "s");
+    return {};
+  }
+  return device.isCuda() ? "this build of kiln has no CUDA runtime yet (kernels are only generated and compiled)"
+                         : "no driver for this kind of device";
+}
+}  // namespace
+
+KernelImage KernelImage::hostFunction(std::string name, CpuKernelFn fn, std::shared_ptr<const void> keepAlive) {
+  KernelImage image;
+  image.format = Format::hostFunction;
+  image.name = std::move(name);
+  image.hostFn = fn;
+  image.keepAlive = std::move(keepAlive);
+  return image;
+}
+
+void registerDeviceDriver(const DeviceDriver& driver) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  for (const DeviceDriver& d : r.drivers)
+    KILN_ASSERT(d.type != driver.type, "a second driver for {} devices", driver.name);
+  r.drivers.push_back(driver);
+  r.open.emplace_back();
+}
+
+void registerCpuDriver();  // runtime/cpu_device.cpp
+
+bool isDeviceAvailable(Device device, std::string* why) {
+  registerCpuDriver();
+  std::lock_guard lock(registry().mutex);
+  const DeviceDriver* driver = nullptr;
+  std::string reason = unusable(device, &driver);
+  if (why) *why = reason;
+  return reason.empty();
+}
+
+DeviceInterface& deviceInterface(Device device) {
+  if (device == Device::cpu()) {
+    // The hot path (every eager op's buffers): no lock.
+    static DeviceInterface* const cpu = [] {
+      registerCpuDriver();
+      Registry& r = registry();
+      std::lock_guard lock(r.mutex);
+      const DeviceDriver* driver = nullptr;
+      KILN_ASSERT(unusable(Device::cpu(), &driver).empty(), "the cpu driver is not usable");
+      return driver->open(0).release();
+    }();
+    return *cpu;
+  }
+  registerCpuDriver();
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  const DeviceDriver* driver = nullptr;
+  const std::string why = unusable(device, &driver);
+  KILN_CHECK(why.empty(), "{}: the device cannot be used: {}", device.str(), why);
+  std::vector<DeviceInterface*>& open = r.open[static_cast<size_t>(driver - r.drivers.data())];
+  if (open.size() <= static_cast<size_t>(device.index())) open.resize(static_cast<size_t>(device.index()) + 1);
+  DeviceInterface*& slot = open[static_cast<size_t>(device.index())];
+  KILN_ASSERT(!device.isCpu(), "the cpu is opened on the hot path only");
+  if (!slot) slot = driver->open(device.index()).release();
+  return *slot;
+}
+
+Buffer::Buffer(Device device, size_t bytes)
+    : device_(device), bytes_(bytes), driver_(&deviceInterface(device)), handle_(driver_->allocate(bytes)) {}
+
+Buffer::~Buffer() { driver_->free(handle_); }
+
+void* Buffer::hostData() const {
+  KILN_ASSERT(driver_->properties().hostAccessible, "host address asked of a buffer on {}", device_.str());
+  return handle_;
+}
+
+std::shared_ptr<Buffer> allocateBuffer(Device device, size_t bytes) { return std::make_shared<Buffer>(device, bytes); }
+
+}  // namespace kiln::runtime
