@@ -63,4 +63,13 @@ class Target {
 /// `codegen: no target for cuda:0 in this build (...)`.
 const Target& targetFor(Device device);
 
+/// The CPU's target: LLVM IR, ORC JIT, the thread pool (codegen/cpu_target.cpp).
+const Target& cpuTarget();
+
+/// Makes `target` (alive for the process) the target of `type`'s devices:
+/// how a device kind's codegen plugs in (the CPU's is built in). A second
+/// registration for a kind replaces the first (tests use it to run kiln on a
+/// simulated device: tests/unit/device/).
+void registerTarget(DeviceType type, const Target* target);
+
 }  // namespace kiln::codegen

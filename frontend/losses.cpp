@@ -29,7 +29,8 @@ Tensor oneHot(const Tensor& input, const Tensor& target) {
   const int64_t cd = classDim(input);
   Shape classShape(static_cast<size_t>(input.dim()), 1);
   classShape[cd] = input.size(static_cast<int>(cd));
-  const Tensor classes = arange(0.0, static_cast<double>(classShape[cd]), 1.0, target.dtype()).reshape(classShape);
+  const Tensor classes =
+      arange(0.0, static_cast<double>(classShape[cd]), 1.0, target.dtype(), target.device()).reshape(classShape);
   return eq(target.unsqueeze(cd), classes);
 }
 
@@ -43,8 +44,8 @@ void checkTarget(const char* op, const Tensor& input, const Tensor& target, int6
   want.erase(want.begin() + classDim(input));
   KILN_CHECK(target.shape() == want, "{}: expected target of shape {} for input {}, got {}", op, ir::shapeStr(want),
              input.str(), target.str());
-  KILN_CHECK(input.device() == target.device(), "{}: input {} and target {} are on different devices", op,
-             input.str(), target.str());
+  KILN_CHECK(input.device() == target.device(), "{}: input {} and target {} are on different devices", op, input.str(),
+             target.str());
   if (target.isTraced() || target.numel() == 0) return;  // values unknown while tracing
   const int64_t classes = input.size(static_cast<int>(classDim(input)));
   const std::vector<int64_t> t = target.to(DType::i64).toVector<int64_t>();

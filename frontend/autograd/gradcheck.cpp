@@ -24,8 +24,8 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
       xs.push_back(t);
       continue;
     }
-    KILN_CHECK(t.dtype() == DType::f64, "gradcheck: input {} requires grad and must be f64 for finite differences, got {}",
-               i, t.str());
+    KILN_CHECK(t.dtype() == DType::f64,
+               "gradcheck: input {} requires grad and must be f64 for finite differences, got {}", i, t.str());
     NoGradGuard noGrad;
     Tensor leaf = t.detach().clone();
     leaf.setRequiresGrad();
@@ -40,15 +40,19 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
   std::vector<std::vector<std::vector<double>>> numerical(xs.size());  // [input][element][output]
   for (size_t i = 0; i < xs.size(); ++i) {
     if (!xs[i].defined() || !xs[i].requiresGrad()) continue;
-    double* p = xs[i].data<double>();
+    // Each element is perturbed in place on the input's device (a fill of
+    // one element of a view), so gradcheck runs wherever the input lives.
+    const std::vector<double> values = valuesOf(xs[i]);
+    NoGradGuard noGrad;
+    const Tensor flat = xs[i].view({-1});
     for (int64_t j = 0; j < xs[i].numel(); ++j) {
-      NoGradGuard noGrad;
-      const double x = p[j];
-      p[j] = x + options.eps;
+      const Tensor element = flat.narrow(0, j, 1);
+      const double x = values[static_cast<size_t>(j)];
+      element.fill_(x + options.eps);
       std::vector<double> plus = valuesOf(fn(xs));
-      p[j] = x - options.eps;
+      element.fill_(x - options.eps);
       std::vector<double> minus = valuesOf(fn(xs));
-      p[j] = x;
+      element.fill_(x);
       std::vector<double> column(static_cast<size_t>(outputs));
       for (int64_t k = 0; k < outputs; ++k) column[k] = (plus[k] - minus[k]) / (2 * options.eps);
       numerical[i].push_back(std::move(column));
@@ -62,7 +66,7 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
       if (x.defined() && x.requiresGrad()) x.setGrad({});
     std::vector<double> oneHot(static_cast<size_t>(outputs), 0.0);
     oneHot[k] = 1.0;
-    out.backward(fromVector(oneHot, out.shape()).to(out.dtype()), /*retainGraph=*/true);
+    out.backward(fromVector(oneHot, out.shape(), out.device()).to(out.dtype()), /*retainGraph=*/true);
     for (size_t i = 0; i < xs.size(); ++i) {
       if (!xs[i].defined() || !xs[i].requiresGrad()) continue;
       const Tensor g = xs[i].grad();
