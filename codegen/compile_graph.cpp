@@ -95,6 +95,29 @@ bool donateInPlace(LoweredKernel& lowered, int input, int result) {
   return true;
 }
 
+// Note [Contiguous copies are copy steps]
+// A kernel that only copies elements of one dtype from a contiguous run to
+// a contiguous run (clone() of a contiguous tensor, a copy of a compiled
+// program's input, the pieces of a cat along the outermost dim) is a
+// CopyStep instead: the device's own copy (a memcpy over the thread pool on
+// the CPU, cuMemcpyDtoDAsync, clEnqueueCopyBuffer), with nothing to compile.
+// Lowering has coalesced such a kernel to rank 1 with unit strides.
+
+/// The bytes `lowered` copies when it is such a plain copy, else -1.
+int64_t plainCopyBytes(const LoweredKernel& lowered) {
+  const Kernel& k = lowered.kernel;
+  if (k.isReduction() || k.rank != 1 || k.numIndexSpaces() != 0 || k.numParams() != 2 || k.body.size() != 2) return -1;
+  const KernelParam &in = k.params[0], &out = k.params[1];
+  if (in.output || !out.output || in.inout || in.dtype != out.dtype) return -1;
+  const ScalarInstr &load = k.body[0], &store = k.body[1];
+  if (load.kind != ScalarInstr::Kind::load || load.param != 0 || store.kind != ScalarInstr::Kind::store ||
+      store.param != 1 || store.operands != std::vector<int>{0})
+    return -1;
+  const std::vector<int64_t>& args = lowered.launch.args;  // size, then each param's stride
+  if (args.size() != 3 || (args[0] > 1 && (args[1] != 1 || args[2] != 1))) return -1;
+  return args[0] * itemSize(in.dtype);
+}
+
 /// The layouts node `n`'s results are written with: empty (all contiguous)
 /// unless one of them is a graph output given strides in `outputStrides`.
 std::vector<ir::Layout> outputLayouts(const ir::Graph& graph, const ir::Node& n,
@@ -312,6 +335,17 @@ runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::spa
       outSlots.push_back(newSlot(out, out->type().numel()));
     }
     for (LoweredKernel& lowered : kernels) {
+      if (const int64_t bytes = plainCopyBytes(lowered); bytes >= 0) {
+        // Note [Contiguous copies are copy steps]
+        runtime::CopyStep copy{lowered.kernel.name, {}, static_cast<size_t>(bytes), {}};
+        for (const ParamBinding& b : lowered.bindings) {
+          copy.slots.push_back(b.output ? outSlots.at(b.index) : slot.at(n->input(b.index)));
+          copy.offsets.push_back(b.offset * itemSize(lowered.kernel.params[0].dtype));
+        }
+        if (copy.offsets[0] == 0 && copy.offsets[1] == 0) copy.offsets.clear();
+        exe.steps.emplace_back(std::move(copy));
+        continue;
+      }
       runtime::KernelStep step;
       step.name = lowered.kernel.name;
       step.kernel = KernelCache::instance().get(lowered.kernel, device)->module;

@@ -1,10 +1,11 @@
-// The disk kernel cache (DESIGN.md §6): compiled kernels (CPU object code)
-// stored under a directory, so that a second process running the same
-// program loads its kernels instead of compiling them.
+// The disk kernel cache (DESIGN.md §6): compiled kernels (object code of any
+// target) stored under a directory, so that a second process running the
+// same program loads its kernels instead of compiling them.
 //
 // Entries are keyed by a string that holds everything the compiled code
-// depends on — for CPU kernels, the target description (LLVM version, triple,
-// CPU, features), the pipeline, and kiln's build ID with the kernel's
+// depends on, starting with the device kind and the target's description of
+// the device (codegen/target.h) — for CPU kernels "cpu", the LLVM version,
+// triple, CPU and features, then the pipeline, and kiln's build ID with the kernel's
 // signature (or, without a build ID, the kernel's unoptimized LLVM IR) — so
 // a change to any of them, including kiln's renderers, is a different
 // entry, never a stale one. (A rebuild of kiln misses every entry.) A file is named by a 64-bit hash of its key and holds

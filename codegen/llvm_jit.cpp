@@ -31,8 +31,8 @@
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/Error.h>
 #include <llvm/Support/MemoryBuffer.h>
-#include <llvm/Support/raw_ostream.h>
 #include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Target/TargetOptions.h>
 #include <llvm/TargetParser/Host.h>
@@ -218,7 +218,7 @@ std::string cpuKernelCacheKey(const Kernel& kernel) {
   const std::string& build = codegenBuildId();
   if (build.empty()) return {};
   // The name too: it is the symbol the object file defines.
-  return cpuTargetDescription() + "\n" + llvmcg::kPipeline + "\nkiln build " + build + "\n" + kernel.str();
+  return "cpu\n" + cpuTargetDescription() + "\n" + llvmcg::kPipeline + "\nkiln build " + build + "\n" + kernel.str();
 }
 
 CompiledCpuKernel compileCpuKernel(const Kernel& kernel) {
@@ -240,7 +240,7 @@ CompiledCpuKernel compileCpuKernel(const Kernel& kernel) {
   std::string key = cpuKernelCacheKey(kernel);
   if (key.empty()) {
     render();
-    key = cpuTargetDescription() + "\n" + llvmcg::kPipeline + "\n";
+    key = "cpu\n" + cpuTargetDescription() + "\n" + llvmcg::kPipeline + "\n";
     llvm::raw_string_ostream keyOut(key);
     module->print(keyOut, nullptr);
     keyOut.flush();

@@ -31,15 +31,10 @@ struct Lifetime {
   int last = -1;
 };
 
-const std::vector<int>& stepSlots(const runtime::Step& step) {
-  if (const auto* k = std::get_if<runtime::KernelStep>(&step)) return k->slots;
-  return std::get<runtime::LibraryStep>(step).slots;
-}
-
 std::vector<Lifetime> lifetimes(const runtime::Executable& exe) {
   std::vector<Lifetime> life(exe.slots.size());
   for (int i = 0; i < static_cast<int>(exe.steps.size()); ++i) {
-    for (int s : stepSlots(exe.steps[i])) {
+    for (int s : runtime::stepSlots(exe.steps[i])) {
       KILN_ASSERT(s >= 0 && static_cast<size_t>(s) < life.size(), "step {} names slot {} of {}", i, s, life.size());
       life[s].first = std::min(life[s].first, i);
       life[s].last = std::max(life[s].last, i);
@@ -127,11 +122,9 @@ std::string describeMemoryPlan(const runtime::Executable& exe) {
   }
   for (size_t i = 0; i < exe.steps.size(); ++i) {
     const runtime::Step& step = exe.steps[i];
-    const std::string& name = std::holds_alternative<runtime::KernelStep>(step)
-                                  ? std::get<runtime::KernelStep>(step).name
-                                  : std::get<runtime::LibraryStep>(step).name;
+    const std::string& name = runtime::stepName(step);
     std::string slots;
-    for (int s : stepSlots(step)) slots += fmt::format("{}{}", slots.empty() ? "" : " ", s);
+    for (int s : runtime::stepSlots(step)) slots += fmt::format("{}{}", slots.empty() ? "" : " ", s);
     out += fmt::format("step {} {}: slots {}\n", i, name, slots);
   }
   return out;

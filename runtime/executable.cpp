@@ -103,7 +103,7 @@ std::vector<std::shared_ptr<Buffer>> Executable::run(const std::vector<std::shar
       call->fn(LibraryCall{device, stream, ptrs, call->args});
     } else {
       const auto& copy = std::get<CopyStep>(s);
-      bind({copy.src, copy.dst}, {copy.srcOffset, copy.dstOffset});
+      bind(copy.slots, copy.offsets);
       driver.copyDeviceToDevice(ptrs[1], ptrs[0], copy.bytes, stream);
     }
     gLaunches.fetch_add(1, std::memory_order_relaxed);

@@ -90,17 +90,25 @@ struct LibraryStep {
   std::vector<int64_t> offsets;
 };
 
-/// `bytes` bytes from slot `src` (at byte `srcOffset`) to slot `dst` (at
-/// `dstOffset`), through the driver's device-to-device copy.
+/// `bytes` bytes from the first slot to the second, through the driver's
+/// device-to-device copy (a contiguous copy needs no kernel).
 struct CopyStep {
   std::string name;
-  int src = -1, dst = -1;
-  int64_t srcOffset = 0, dstOffset = 0;
+  std::vector<int> slots;  ///< source, then destination
   size_t bytes = 0;
+  std::vector<int64_t> offsets;  ///< bytes into each slot; empty when both are 0
 };
 
 /// One step of an Executable.
 using Step = std::variant<KernelStep, LibraryStep, CopyStep>;
+
+/// What every kind of step has: a name and the slots it names.
+inline const std::string& stepName(const Step& step) {
+  return std::visit([](const auto& s) -> const std::string& { return s.name; }, step);
+}
+inline const std::vector<int>& stepSlots(const Step& step) {
+  return std::visit([](const auto& s) -> const std::vector<int>& { return s.slots; }, step);
+}
 
 struct SlotSpec {
   size_t bytes = 0;

@@ -30,10 +30,6 @@ using Kind = ScalarInstr::Kind;
 using namespace instr;
 using ir::Op;
 
-
-
-
-
 KernelParam input(InnerStride inner = InnerStride::one) { return {DType::f32, false, inner}; }
 KernelParam output(InnerStride inner = InnerStride::one) { return {DType::f32, true, inner}; }
 
@@ -443,7 +439,7 @@ TEST(DiskKeys, ABuildWithAnIdKeysKernelsBySignatureWithoutRendering) {
   EXPECT_EQ(id.find_first_not_of("0123456789abcdef"), std::string::npos) << id;
   const Kernel k = validKernel();
   const std::string key = cpuKernelCacheKey(k);
-  EXPECT_EQ(key.rfind(cpuTargetDescription() + "\n", 0), 0u) << key;
+  EXPECT_EQ(key.rfind("cpu\n" + cpuTargetDescription() + "\n", 0), 0u) << "the device kind, then the target" << key;
   EXPECT_NE(key.find("kiln build " + id + "\n"), std::string::npos) << key;
   EXPECT_NE(key.find(k.str()), std::string::npos) << key;
   // Kernels that differ in anything the renderers read differ in key.
