@@ -2,6 +2,7 @@
 #include "ir/graph.h"
 
 #include <algorithm>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "runtime/error.h"
@@ -15,6 +16,51 @@ void removeUse(Value* value, Use use) {
   KILN_ASSERT(it != uses.end(), "use list out of step");
   uses.erase(it);
 }
+
+/// Copies nodes of a graph into the body of a fusion that replaces the
+/// `inside` ones, mapping each value of the graph to the body's.
+struct BodyCopier {
+  BodyCopier(const std::unordered_set<const Node*>& inside, const std::unordered_set<const Node*>& lazy)
+      : inside(inside), lazy(lazy) {}
+
+  const std::unordered_set<const Node*>& inside;
+  /// Copied where first read: constants always, and the lazy copies.
+  const std::unordered_set<const Node*>& lazy;
+  std::unique_ptr<Graph> body = std::make_unique<Graph>("fused");
+  std::unordered_map<const Value*, Value*> mapped;
+  std::vector<Value*> externals;  ///< the fusion's inputs
+
+  /// The body's value for `v`, read by `reader`: a copied node's, or a new
+  /// block argument.
+  Value* operand(Value* v, const Node* reader) {
+    Node* producer = v->node();
+    if (auto it = mapped.find(v); it != mapped.end()) {
+      // A copy outside the group that reads a member's value would make the
+      // kernel compute that value at other indices; the passes never ask.
+      KILN_ASSERT(inside.count(reader) || !producer || !inside.count(producer),
+                  "{} copied into a fusion body reads a value the fusion computes", opName(reader->op()));
+      return it->second;
+    }
+    KILN_ASSERT(!producer || !inside.count(producer), "group member used before it is defined");
+    if (producer && (producer->op() == Op::constant || lazy.count(producer))) {
+      copy(producer);
+      return mapped.at(v);
+    }
+    externals.push_back(v);
+    return mapped[v] = body->addInput(v->type());
+  }
+
+  void copy(Node* n) {
+    if (n->numOutputs() > 0 && mapped.count(n->output(0))) return;  // copied where first read
+    KILN_ASSERT(!n->body(), "outline of a node with a body");
+    std::vector<Value*> inputs;
+    for (Value* v : n->inputs()) inputs.push_back(operand(v, n));
+    std::vector<TensorType> types;
+    for (Value* out : n->outputs()) types.push_back(out->type());
+    Node* c = body->appendRaw(n->op(), inputs, std::move(types), n->attrs());
+    for (int i = 0; i < n->numOutputs(); ++i) mapped[n->output(i)] = c->output(i);
+  }
+};
 }  // namespace
 
 void Node::setBody(std::unique_ptr<Graph> body) { body_ = std::move(body); }
@@ -49,7 +95,8 @@ Node* Graph::appendRaw(Op op, std::span<Value* const> inputs, std::vector<Tensor
     v->uses_.push_back({node, static_cast<int>(node->inputs_.size()) - 1});
   }
   for (size_t i = 0; i < resultTypes.size(); ++i) {
-    node->outputs_.push_back(std::unique_ptr<Value>(new Value(this, node, static_cast<int>(i), std::move(resultTypes[i]))));
+    node->outputs_.push_back(
+        std::unique_ptr<Value>(new Value(this, node, static_cast<int>(i), std::move(resultTypes[i]))));
     node->outputPtrs_.push_back(node->outputs_.back().get());
   }
   auto where = before ? before->pos_ : nodes_.end();
@@ -88,6 +135,51 @@ void Graph::setOutputs(std::vector<Value*> outputs) { outputs_ = std::move(outpu
 
 bool Graph::isOutput(const Value* value) const {
   return std::find(outputs_.begin(), outputs_.end(), value) != outputs_.end();
+}
+
+Node* Graph::outline(std::span<Node* const> members, const OutlineOptions& options) {
+  std::unordered_map<const Node*, int> position;
+  for (const auto& n : nodes_) position.emplace(n.get(), static_cast<int>(position.size()));
+  const std::unordered_set<const Node*> inside(members.begin(), members.end());
+  const std::unordered_set<const Node*> copies(options.copies.begin(), options.copies.end());
+  for (const Node* n : inside)
+    KILN_ASSERT(position.count(n) && !copies.count(n), "outline of a node of another graph, or of a member as a copy");
+  // The body in graph order: the members, and the copies unless they go
+  // where first read.
+  std::vector<Node*> order(members.begin(), members.end());
+  if (!options.copiesAtFirstUse) order.insert(order.end(), options.copies.begin(), options.copies.end());
+  std::sort(order.begin(), order.end(), [&](Node* a, Node* b) { return position.at(a) < position.at(b); });
+  const std::unordered_set<const Node*> none;
+  BodyCopier copier(inside, options.copiesAtFirstUse ? copies : none);
+  for (Node* n : order) copier.copy(n);
+
+  std::vector<Value*> results = options.results;
+  if (results.empty())
+    for (Node* m : order) {
+      if (!inside.count(m)) continue;
+      for (Value* out : m->outputs()) {
+        bool escapes = isOutput(out);
+        for (const Use& use : out->uses()) escapes = escapes || !inside.count(use.user);
+        if (escapes) results.push_back(out);
+      }
+    }
+  Node* fusion = nullptr;
+  if (!results.empty()) {
+    std::vector<Value*> bodyResults;
+    std::vector<TensorType> types;
+    for (Value* r : results) {
+      bodyResults.push_back(copier.mapped.at(r));
+      types.push_back(r->type());
+    }
+    copier.body->setOutputs(std::move(bodyResults));
+    fusion = appendRaw(Op::fusion, copier.externals, std::move(types), {}, options.before);
+    fusion->setBody(std::move(copier.body));
+    for (size_t i = 0; i < results.size(); ++i) replaceAllUsesWith(results[i], fusion->output(static_cast<int>(i)));
+  }
+  // Last first: uses between members go with their readers.
+  for (auto it = order.rbegin(); it != order.rend(); ++it)
+    if (inside.count(*it)) erase(*it);
+  return fusion;
 }
 
 void Graph::reorder(const std::vector<Node*>& order) {

@@ -13,6 +13,27 @@
 //
 // A fusion node owns its body, a Graph whose inputs stand for the node's
 // inputs in order and whose outputs are the node's results in order.
+// Graph::outline makes one from a set of nodes (both fusion passes use it):
+//
+//   // Given:   %0 = constant() {value = 2.0} : f32[]@cpu
+//   //          %1 = mul(%x, %0) : f32[4]@cpu
+//   //          %2 = exp(%1) : f32[4]@cpu
+//   //          %3 = add(%2, %y) : f32[4]@cpu
+//   //          return %1, %3
+//   // Execute: graph.outline({node1, node2, node3})
+//   // Result:  %0 = constant() {value = 2.0} : f32[]@cpu
+//   //          %4, %5 = fusion(%x, %y) : f32[4]@cpu, f32[4]@cpu {
+//   //          ^(%6: f32[4]@cpu, %7: f32[4]@cpu):
+//   //            %8 = constant() {value = 2.0} : f32[]@cpu
+//   //            %9 = mul(%6, %8) : f32[4]@cpu
+//   //            %10 = exp(%9) : f32[4]@cpu
+//   //            %11 = add(%10, %7) : f32[4]@cpu
+//   //            return %9, %11
+//   //          }
+//   //          return %4, %5
+//
+// The constant is copied into the body (an immediate) and left where it was
+// for other readers; %1 is a result because the graph returns it.
 #pragma once
 
 #include <list>
@@ -53,7 +74,8 @@ class Value {
  private:
   friend class Graph;
   friend class Node;
-  Value(Graph* graph, Node* node, int index, TensorType type) : graph_(graph), node_(node), index_(index), type_(std::move(type)) {}
+  Value(Graph* graph, Node* node, int index, TensorType type)
+      : graph_(graph), node_(node), index_(index), type_(std::move(type)) {}
 
   Graph* graph_;
   Node* node_;
@@ -97,6 +119,26 @@ class Node {
   std::list<std::unique_ptr<Node>>::iterator pos_;
 };
 
+/// What Graph::outline puts into a fusion besides its members, and where
+/// the fusion goes.
+struct OutlineOptions {
+  /// Nodes outside the group whose copies join the body (the view chains
+  /// that feed it): the body computes them again instead of reading their
+  /// results, and they stay in the graph for other readers.
+  std::vector<Node*> copies;
+  /// Where the copies go in the body: false, among the members in graph
+  /// order; true, each just before the first body node that reads it. The
+  /// body's order fixes the order of the fusion's inputs (and so of a
+  /// kernel's parameters): fuse-elementwise uses the first, fuse-reductions
+  /// the second.
+  bool copiesAtFirstUse = false;
+  /// The fusion's results; when empty, the members' results that a node
+  /// outside the members reads or the graph returns, in graph order.
+  std::vector<Value*> results;
+  /// The node the fusion goes before; the end of the graph when null.
+  Node* before = nullptr;
+};
+
 class Graph {
  public:
   explicit Graph(std::string name = "main") : name_(std::move(name)) {}
@@ -131,6 +173,16 @@ class Graph {
   std::span<Value* const> outputs() const { return outputs_; }
   /// Whether `value` is one of the graph's outputs.
   bool isOutput(const Value* value) const;
+
+  /// Replaces `members` (nodes of this graph without bodies) by one fusion
+  /// node whose body holds copies of them in graph order, of
+  /// `options.copies`, and of each constant they read; every other value
+  /// they read becomes an input of the fusion (in the order the body first
+  /// reads them). Each result of the fusion takes over every use of the
+  /// value it stands for, and the members are erased. When there is no
+  /// result (nothing outside reads a member) the members are erased and
+  /// nullptr returned: a fusion needs a result. See the example above.
+  Node* outline(std::span<Node* const> members, const OutlineOptions& options = {});
 
   /// Rearranges the nodes into `order`, which must hold each node once and be
   /// a topological order (asserted).

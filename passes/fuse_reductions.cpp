@@ -66,6 +66,7 @@
 
 #include "ir/layout.h"
 #include "ir/reduction_fusion.h"
+#include "passes/fusion_utils.h"
 #include "passes/passes.h"
 #include "runtime/error.h"
 
@@ -76,37 +77,12 @@ using ir::Graph;
 using ir::Node;
 using ir::Value;
 
-std::string describe(const Node* n) { return fmt::format("{}: {}", ir::opName(n->op()), n->output()->type().str()); }
-bool isElementwise(const Node* n) { return n->info().kind == ir::OpKind::elementwise; }
-bool isView(const Node* n) { return n && ir::isViewOp(n->op()); }
-bool isConstant(const Node* n) { return n && n->op() == ir::Op::constant; }
-
 /// Whether a kernel walks the rows with a stride (they are columns): the
 /// innermost dim of D longer than 1 is kept, not reduced.
 bool columnRows(const ir::RowDomain& rows) {
   for (size_t d = rows.domain.size(); d-- > 0;)
     if (rows.domain[d] != 1) return !rows.reduced[d];
   return false;
-}
-
-/// The view ops from the root of v's chain down to v, in order; empty when
-/// v is not made by a view op.
-std::vector<Node*> chainOf(Value* v) {
-  std::vector<Node*> chain;
-  for (; isView(v->node()); v = v->node()->input(0)) chain.push_back(v->node());
-  std::reverse(chain.begin(), chain.end());
-  return chain;
-}
-
-/// Whether strides from the chain's root, contiguous, can read the chain.
-bool readsThrough(const std::vector<Node*>& chain) {
-  ir::Layout layout = ir::contiguousLayout(chain.front()->input(0)->type().shape);
-  for (const Node* m : chain) {
-    std::optional<ir::Layout> moved = ir::movedLayout(m->op(), m->attrs(), m->input(0)->type().shape, layout);
-    if (!moved) return false;
-    layout = std::move(*moved);
-  }
-  return true;
 }
 
 struct Group {
@@ -177,32 +153,13 @@ class Fuser {
   }
 
  private:
-  /// Whether `inside` has a path that leaves it and comes back, once every
-  /// other group is one node (a path into any member of a group goes on
-  /// from all of them).
-  bool wouldCycle(const std::unordered_set<const Node*>& inside) {
-    std::vector<const Node*> stack;
-    std::unordered_set<const Node*> seen;
-    std::function<void(const Node*)> visit = [&](const Node* n) {
-      if (inside.count(n) || !seen.insert(n).second) return;
-      stack.push_back(n);
-      if (auto g = groupOf_.find(n); g != groupOf_.end())
-        for (const Node* m : groups_[static_cast<size_t>(g->second)].members) visit(m);
-    };
-    auto consumers = [&](const Node* n, const std::function<void(const Node*)>& f) {
-      for (const Value* out : n->outputs())
-        for (const ir::Use& use : out->uses()) f(use.user);
-    };
-    for (const Node* n : inside) consumers(n, visit);
-    while (!stack.empty()) {
-      const Node* n = stack.back();
-      stack.pop_back();
-      bool back = false;
-      consumers(n, [&](const Node* c) { back = back || inside.count(c) != 0; });
-      if (back) return true;
-      consumers(n, visit);
-    }
-    return false;
+  /// Whether `inside` has a path that leaves it and comes back (passes::wouldCycle).
+  bool wouldCycle(const NodeSet& inside) const {
+    return passes::wouldCycle(inside, [&](const Node* n) {
+      auto g = groupOf_.find(n);
+      if (g == groupOf_.end()) return std::span<Node* const>();
+      return std::span<Node* const>(groups_[static_cast<size_t>(g->second)].members);
+    });
   }
 
   void add(int g, Node* n, std::string_view how) {
@@ -281,7 +238,7 @@ class Fuser {
       return std::pair{
           fmt::format("{} reads a view ({}) of a value of the fusion", describe(n), describe(chain.back())),
           "refused-indexing"};
-    if (!readsThrough(chain))
+    if (!chainLayout(chain))
       return std::pair{fmt::format("strides cannot read the view {}", describe(chain.back())), "refused-indexing"};
     return std::nullopt;
   }
@@ -324,10 +281,7 @@ class Fuser {
       ir::Layout layout = ir::contiguousLayout(shape);
       if (!(v->node() && inside.count(v->node()))) {
         const std::vector<Node*> chain = chainOf(v);
-        if (!chain.empty()) {
-          layout = ir::contiguousLayout(chain.front()->input(0)->type().shape);
-          for (const Node* m : chain) layout = *ir::movedLayout(m->op(), m->attrs(), m->input(0)->type().shape, layout);
-        }
+        if (!chain.empty()) layout = *chainLayout(chain);  // readable: indexingProblem checked it
       }
       std::vector<int64_t> out(rows.domain.size(), 0);
       const size_t lead = rows.domain.size() - shape.size();
@@ -488,65 +442,14 @@ class Fuser {
 };
 
 /// Replaces `members` by one fusion node whose body also holds copies of
-/// the view chains that feed them; its results are the members' values
-/// used outside them or returned. The node goes at the end (the caller
-/// sorts). A group none of whose values is used is erased instead (a
-/// fusion needs a result); returns nullptr then.
-Node* outline(Graph& graph, std::vector<Node*> members) {
-  std::unordered_map<const Node*, int> order;
-  for (Node* n : graph.nodes()) order.emplace(n, static_cast<int>(order.size()));
-  std::sort(members.begin(), members.end(), [&](Node* a, Node* b) { return order.at(a) < order.at(b); });
-  const std::unordered_set<const Node*> inside(members.begin(), members.end());
-  auto body = std::make_unique<Graph>("fused");
-  std::unordered_map<const Value*, Value*> mapped;
-  std::vector<Value*> externals;
-  // The value standing for `v` in the body: a member's, a copied constant,
-  // a copied view chain, or a new block argument.
-  std::function<Value*(Value*)> inner = [&](Value* v) -> Value* {
-    if (auto it = mapped.find(v); it != mapped.end()) return it->second;
-    Node* producer = v->node();
-    Value* result = nullptr;
-    if (isConstant(producer)) {
-      result = body->appendRaw(ir::Op::constant, {}, {v->type()}, producer->attrs())->output();
-    } else if (isView(producer) && !inside.count(producer)) {
-      Value* from = inner(producer->input(0));
-      result = body->appendRaw(producer->op(), std::vector<Value*>{from}, {v->type()}, producer->attrs())->output();
-    } else {
-      KILN_ASSERT(!producer || !inside.count(producer), "group member used before it is defined");
-      result = body->addInput(v->type());
-      externals.push_back(v);
-    }
-    return mapped[v] = result;
-  };
-  for (Node* m : members) {
-    std::vector<Value*> inputs;
-    for (Value* v : m->inputs()) inputs.push_back(inner(v));
-    std::vector<ir::TensorType> types;
-    for (Value* out : m->outputs()) types.push_back(out->type());
-    Node* copy = body->appendRaw(m->op(), inputs, types, m->attrs());
-    for (int i = 0; i < m->numOutputs(); ++i) mapped[m->output(i)] = copy->output(i);
-  }
-  std::vector<Value*> results, bodyResults;
-  std::vector<ir::TensorType> types;
-  for (Node* m : members)
-    for (Value* out : m->outputs()) {
-      bool escapes = graph.isOutput(out);
-      for (const ir::Use& use : out->uses()) escapes = escapes || !inside.count(use.user);
-      if (!escapes) continue;
-      results.push_back(out);
-      bodyResults.push_back(mapped.at(out));
-      types.push_back(out->type());
-    }
-  if (results.empty()) {
-    for (auto it = members.rbegin(); it != members.rend(); ++it) graph.erase(*it);
-    return nullptr;
-  }
-  body->setOutputs(bodyResults);
-  Node* fusion = graph.appendRaw(ir::Op::fusion, externals, types, {});
-  fusion->setBody(std::move(body));
-  for (size_t i = 0; i < results.size(); ++i) graph.replaceAllUsesWith(results[i], fusion->output(static_cast<int>(i)));
-  for (auto it = members.rbegin(); it != members.rend(); ++it) graph.erase(*it);
-  return fusion;
+/// the view chains that feed them, each where first read; the node goes at
+/// the end (the caller sorts). A group none of whose values is used is
+/// erased instead (a fusion needs a result); returns nullptr then.
+Node* outline(Graph& graph, const std::vector<Node*>& members) {
+  ir::OutlineOptions options;
+  options.copies = chainsInto(members);
+  options.copiesAtFirstUse = true;
+  return graph.outline(members, options);
 }
 }  // namespace
 
@@ -556,9 +459,7 @@ bool runFuseReductions(Graph& graph, PassContext& context) {
   if (!any) return false;
   Fuser fuser(graph, context);
   std::vector<Group>& groups = fuser.run();
-  std::unordered_map<const Node*, int> key;
-  const auto before = graph.nodes();
-  for (size_t i = 0; i < before.size(); ++i) key[before[i]] = static_cast<int>(i);
+  std::unordered_map<const Node*, int> key = positions(graph);
   bool changed = false;
   for (Group& group : groups) {
     if (!group.alive) continue;
@@ -587,24 +488,10 @@ bool runFuseReductions(Graph& graph, PassContext& context) {
   }
   if (!changed) return false;
   // View ops and constants nobody reads any more (their copies are in bodies), last first.
-  auto nodes = graph.nodes();
-  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it)
-    if ((isView(*it) || isConstant(*it)) && !(*it)->output()->hasUses() && !graph.isOutput((*it)->output()))
-      graph.erase(*it);
+  eraseUnused(graph, [](const Node* n) { return isView(n) || isConstant(n); });
   // Stable topological order: by key (a fusion where its last member was),
   // each node after its producers.
-  nodes = graph.nodes();
-  std::stable_sort(nodes.begin(), nodes.end(), [&](Node* a, Node* b) { return key.at(a) < key.at(b); });
-  std::vector<Node*> order;
-  std::unordered_set<const Node*> placed;
-  std::function<void(Node*)> place = [&](Node* n) {
-    if (!placed.insert(n).second) return;
-    for (Value* in : n->inputs())
-      if (in->node()) place(in->node());
-    order.push_back(n);
-  };
-  for (Node* n : nodes) place(n);
-  graph.reorder(order);
+  reorderByKey(graph, key);
   return true;
 }
 
