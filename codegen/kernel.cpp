@@ -61,64 +61,47 @@ std::string_view reduceOpName(ReduceOp op) {
 }
 
 namespace instr {
-ScalarInstr load(int param, DType dtype) {
+namespace {
+using Kind = ScalarInstr::Kind;
+
+/// An instruction of `kind` and `dtype` on `operands`; `param` is a load's
+/// or store's parameter, an index's space.
+ScalarInstr make(Kind kind, DType dtype, std::vector<int> operands = {}, int param = -1) {
   ScalarInstr s;
-  s.kind = ScalarInstr::Kind::load;
-  s.param = param;
+  s.kind = kind;
   s.dtype = dtype;
+  s.operands = std::move(operands);
+  s.param = param;
   return s;
 }
+}  // namespace
+
+ScalarInstr load(int param, DType dtype) { return make(Kind::load, dtype, {}, param); }
 
 ScalarInstr constant(double value, DType dtype) {
-  ScalarInstr s;
-  s.kind = ScalarInstr::Kind::constant;
+  ScalarInstr s = make(Kind::constant, dtype);
   s.value = value;
-  s.dtype = dtype;
   return s;
 }
 
 ScalarInstr op(ir::Op op, std::vector<int> operands, ir::Attributes attrs, DType dtype) {
-  ScalarInstr s;
-  s.kind = ScalarInstr::Kind::op;
+  ScalarInstr s = make(Kind::op, dtype, std::move(operands));
   s.op = op;
-  s.operands = std::move(operands);
   s.attrs = std::move(attrs);
-  s.dtype = dtype;
   return s;
 }
 
-ScalarInstr store(int param, int value, DType dtype) {
-  ScalarInstr s;
-  s.kind = ScalarInstr::Kind::store;
-  s.param = param;
-  s.operands = {value};
-  s.dtype = dtype;
-  return s;
-}
+ScalarInstr store(int param, int value, DType dtype) { return make(Kind::store, dtype, {value}, param); }
 
 ScalarInstr reduce(ReduceOp op, int value, DType dtype) {
-  ScalarInstr s;
-  s.kind = ScalarInstr::Kind::reduce;
+  ScalarInstr s = make(Kind::reduce, dtype, {value});
   s.reduceOp = op;
-  s.operands = {value};
-  s.dtype = dtype;
   return s;
 }
 
-ScalarInstr extent(DType dtype) {
-  ScalarInstr s;
-  s.kind = ScalarInstr::Kind::extent;
-  s.dtype = dtype;
-  return s;
-}
+ScalarInstr extent(DType dtype) { return make(Kind::extent, dtype); }
 
-ScalarInstr index(int space) {
-  ScalarInstr s;
-  s.kind = ScalarInstr::Kind::index;
-  s.param = space;
-  s.dtype = DType::i64;
-  return s;
-}
+ScalarInstr index(int space) { return make(Kind::index, DType::i64, {}, space); }
 }  // namespace instr
 
 namespace {

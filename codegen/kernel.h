@@ -42,8 +42,8 @@
 // dims (the first rank - reduceRank, at least one) and reduced dims (the
 // last reduceRank, at least one): it computes one output row per element of
 // the outer domain, reducing over the reduced domain (the "row"). Lowering
-// (codegen/lowering_reduction.cpp) moves the reduced dims innermost and
-// coalesces the two groups separately. Each value of the body is either
+// (codegen/lowering_reduction.cpp, through codegen/kernel_builder.h) moves
+// the reduced dims innermost and coalesces the two groups separately. Each value of the body is either
 // outer (the same for the whole row: constants, `extent`, loads of `outer`
 // params, results of `reduce`, and ops on those) or a row value (varies
 // along the row: loads of the other params and ops on them). A `reduce`

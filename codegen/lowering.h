@@ -25,7 +25,10 @@
 //
 // A body that computes nothing (its result is an input or a movement of
 // one) is a copy kernel. A body whose result is a `cat` lowers to one copy
-// kernel per cat input, each writing its slice of the result.
+// kernel per cat input, each writing its slice of the result. Every phase
+// above (views, parameters, index spaces, the body, coalescing, naming,
+// launch arguments) is the kernel builder's (codegen/kernel_builder.h),
+// which the reductions' lowering (codegen/lowering_reduction.h) shares.
 #pragma once
 
 #include <span>

@@ -15,7 +15,9 @@
 // a row parameter where row values or reductions read it, as an outer one
 // (once per row) where values per row do, so one input can be both.
 //
-// How each reduction op becomes instructions (docs/ops.md, "Reductions"):
+// The phases are the kernel builder's (codegen/kernel_builder.h), with its
+// row split. How each reduction op becomes instructions
+// (KernelBuilder::reduction; docs/ops.md, "Reductions"):
 // sum accumulates floats in f64 and integers in i64, then casts to the
 // result dtype; mean is that f64 sum divided by the row's extent; var is two
 // passes in f64 (the mean, then the sum of squared deviations, divided by

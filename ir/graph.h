@@ -20,20 +20,21 @@
 //   //          %2 = exp(%1) : f32[4]@cpu
 //   //          %3 = add(%2, %y) : f32[4]@cpu
 //   //          return %1, %3
-//   // Execute: graph.outline({node1, node2, node3})
+//   // Execute: graph.outline(std::vector<Node*>{node1, node2, node3})
 //   // Result:  %0 = constant() {value = 2.0} : f32[]@cpu
-//   //          %4, %5 = fusion(%x, %y) : f32[4]@cpu, f32[4]@cpu {
-//   //          ^(%6: f32[4]@cpu, %7: f32[4]@cpu):
-//   //            %8 = constant() {value = 2.0} : f32[]@cpu
-//   //            %9 = mul(%6, %8) : f32[4]@cpu
-//   //            %10 = exp(%9) : f32[4]@cpu
-//   //            %11 = add(%10, %7) : f32[4]@cpu
-//   //            return %9, %11
+//   //          %1, %2 = fusion(%x, %y) : f32[4]@cpu, f32[4]@cpu {
+//   //          ^(%3: f32[4]@cpu, %4: f32[4]@cpu):
+//   //            %5 = constant() {value = 2.0} : f32[]@cpu
+//   //            %6 = mul(%3, %5) : f32[4]@cpu
+//   //            %7 = exp(%6) : f32[4]@cpu
+//   //            %8 = add(%7, %4) : f32[4]@cpu
+//   //            return %6, %8
 //   //          }
-//   //          return %4, %5
+//   //          return %1, %2
 //
-// The constant is copied into the body (an immediate) and left where it was
-// for other readers; %1 is a result because the graph returns it.
+// (as printGraph numbers it; tests/unit/ir/graph_outline_test.cpp). The
+// constant is copied into the body (an immediate) and left where it was for
+// other readers; mul's value is a result because the graph returns it.
 #pragma once
 
 #include <list>
