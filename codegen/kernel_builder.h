@@ -18,12 +18,12 @@
 //      hash of its signature, so equal names mean equal signatures) and its
 //      launch arguments (codegen/kernel.h).
 //
-// A reduction kernel adds its row split: the domain is the reduced dims'
-// shape D with the reduced dims moved innermost, the kept dims and the
-// reduced dims are coalesced separately, a value per row (ir/reduction_fusion.h)
-// reads its parameters once per row (outer parameters, stride 0 along the
-// row), reduction ops expand to `reduce` instructions, and rows short enough
-// get a stash bound (Kernel::maxRowLength).
+// A reduction kernel adds its row split: the domain is the rows' shape D
+// with the reduced dims moved innermost, the kept dims and the reduced dims
+// are coalesced separately, a value per row (ir/reduction_fusion.h) reads
+// its parameters once per row (outer parameters, stride 0 along the row),
+// reduction ops expand to `reduce` instructions, and rows short enough get
+// a stash bound (Kernel::maxRowLength).
 #pragma once
 
 #include <span>
@@ -119,7 +119,7 @@ class KernelBuilder {
   int reduction(const ir::Node& n, int x);
 
   /// Coalesces, names the kernel "kiln<opsName>_<hash>" and fills in its
-  /// launch arguments (phase 5).
+  /// launch arguments (phase 5). Call it once, last.
   LoweredKernel finish(std::string_view opsName);
 
  private:

@@ -51,7 +51,6 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "ir/layout.h"
 #include "passes/fusion_utils.h"
 #include "passes/passes.h"
 #include "runtime/error.h"

@@ -59,7 +59,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <functional>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
