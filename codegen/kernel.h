@@ -5,7 +5,8 @@
 // instructions run once per element of the domain: loads of the parameters
 // at the current index, constants, elementwise ops (whose meaning is
 // ir/scalar_formulas.h) and stores. Renderers map it onto a target:
-// codegen/llvm_renderer.cpp (CPU) and codegen/cuda_renderer.cpp (CUDA C).
+// codegen/llvm_renderer.cpp (CPU) and codegen/c_renderer.h (CUDA C and
+// OpenCL C, dialects of one C renderer).
 //
 // Sizes are never part of a kernel: they and the strides are integer
 // arguments, so one compiled kernel serves every shape with the same
@@ -33,10 +34,30 @@
 // [begin, end) of the row-major flattened domain; any split is valid (the
 // runtime splits across threads), including one that starts or ends mid-row.
 //
-// CUDA ABI: `extern "C" __global__ void name(T0* p0, ..., Tk* pk, KilnArgs a)`
-// with `struct KilnArgs { long long sizes[rank]; long long strides[P][rank];
-// [long long indexStrides[S][rank];] long long numel; }` passed by value: a
-// grid-stride loop over [0, numel).
+// GPU ABI (codegen/c_renderer.h), the same in both dialects: the buffers,
+// one pointer per parameter in order, then one struct passed by value,
+//
+//   struct KilnArgs_<name> { I sizes[rank]; I strides[P][rank];
+//                            [I indexStrides[S][rank];]   // only when S > 0
+//                            I numel;
+//                            [I offsets[P];] };           // OpenCL only
+//
+// (I a 64-bit integer), so its words are LaunchArgs::args, then numel, then
+// for OpenCL one element offset per buffer (codegen::packGpuArgs):
+//   CUDA C:   extern "C" __global__ void name(const T0* __restrict__ p0, ...,
+//             Tk* __restrict__ pk, struct KilnArgs_<name> a)
+//             The runtime offsets each pointer itself (a device pointer plus
+//             bytes is a device pointer).
+//   OpenCL C: __kernel void name(__global const T0* restrict p0, ...,
+//             __global Tk* restrict pk, struct KilnArgs_<name> a)
+//             Each pk is a whole cl_mem (a cl_mem cannot be offset on the
+//             host without an aligned sub-buffer); the kernel adds
+//             a.offsets[k] (elements) to pk first.
+// Every kernel loops with the stride of the whole launch, so any number of
+// work-groups is valid, and records the launch shape it expects
+// (codegen::LaunchShape: work-items per group, what a work-item or group
+// takes per step, shared memory). Elementwise kernels: a grid-stride loop
+// over [0, numel).
 //
 // Reductions. A kernel with reduceRank > 0 splits its domain into outer
 // dims (the first rank - reduceRank, at least one) and reduced dims (the
@@ -60,10 +81,11 @@
 // Stores of outer values write the output row's element; stores of row
 // values write along the row. For a reduction kernel numel is the number
 // of output rows, and the CPU ABI's [begin, end) is a range of output
-// rows: a thread computes whole rows. On CUDA one block computes a row
-// (blocks stride over rows): its threads stride the row, partial results
-// meet through warp shuffles, then shared memory across warps; the block
-// size must be a multiple of 32, at most 1024 (kCudaReductionBlock).
+// rows: a thread computes whole rows. On a GPU one work-group computes a
+// row (groups stride over rows): its work-items stride the row and their
+// partial results meet in a tree (CUDA: warp shuffles, then shared memory
+// across warps; OpenCL: the same tree in local memory: Note [One reduction
+// tree] in codegen/c_reduction.cpp); the group size is codegen::kGpuLocalSize.
 // docs/ops.md, "Reductions", states the accumulation order and the bounds.
 #pragma once
 
@@ -202,10 +224,6 @@ struct KernelStages {
 };
 /// The stages of reduction kernel `kernel` (which checkKernel accepted).
 KernelStages kernelStages(const Kernel& kernel);
-
-/// Threads per block of a CUDA reduction kernel: what the launcher uses and
-/// what the kernels' __launch_bounds__ say.
-constexpr int kCudaReductionBlock = 256;
 
 /// Launch arguments for a kernel over concrete shapes (see the layout above).
 struct LaunchArgs {

@@ -9,8 +9,10 @@
 #include <llvm/ADT/APFloat.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/DerivedTypes.h>
+#include <llvm/IR/Function.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Module.h>
 
 #include <span>
 #include <string>
@@ -197,6 +199,72 @@ inline llvm::Value* emitOpInstr(llvm::IRBuilder<>& ir, const Kernel& kernel, con
   }
   return ir::formulas::emitScalar(b, in.op, std::span<const DType>(types), in.dtype,
                                   std::span<llvm::Value* const>(operands), in.attrs);
+}
+
+/// The internal, always-inline `<name>.body` of kernel `k`: `void (ptr
+/// noalias p0, ..., ptr noalias readonly args, i64 begin, i64 end)` with its
+/// arguments named, into which both renderers write the kernel (renderEntry
+/// adds the exported function of the CPU ABI that calls it).
+inline llvm::Function* declareBody(const Kernel& k, llvm::Module& m) {
+  llvm::LLVMContext& ctx = m.getContext();
+  llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
+  llvm::PointerType* ptr = llvm::PointerType::getUnqual(ctx);
+  const int numParams = k.numParams();
+  std::vector<llvm::Type*> argTypes(static_cast<size_t>(numParams), ptr);
+  argTypes.insert(argTypes.end(), {ptr, i64, i64});
+  auto* type = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), argTypes, false);
+  auto* fn = llvm::Function::Create(type, llvm::Function::InternalLinkage, k.name + ".body", m);
+  fn->addFnAttr(llvm::Attribute::AlwaysInline);
+  fn->addFnAttr(llvm::Attribute::NoUnwind);
+  for (int p = 0; p < numParams; ++p) {
+    fn->getArg(static_cast<unsigned>(p))->setName("p" + std::to_string(p));
+    fn->addParamAttr(static_cast<unsigned>(p), llvm::Attribute::NoAlias);
+  }
+  llvm::Argument* args = fn->getArg(static_cast<unsigned>(numParams));
+  args->setName("args");
+  fn->getArg(static_cast<unsigned>(numParams) + 1)->setName("begin");
+  fn->getArg(static_cast<unsigned>(numParams) + 2)->setName("end");
+  args->addAttr(llvm::Attribute::NoAlias);
+  args->addAttr(llvm::Attribute::ReadOnly);
+  return fn;
+}
+
+/// A kernel's sizes and strides (params, then index spaces: one row of
+/// `rank` each), read once from its args array, so the loops see SSA values.
+struct KernelArgValues {
+  std::vector<llvm::Value*> sizes;
+  std::vector<std::vector<llvm::Value*>> strides;
+};
+inline KernelArgValues loadKernelArgs(llvm::IRBuilder<>& ir, const Kernel& k, llvm::Value* args) {
+  llvm::Type* i64 = ir.getInt64Ty();
+  auto arg = [&](int i, const std::string& name) {
+    llvm::Value* slot = ir.CreateConstInBoundsGEP1_64(i64, args, static_cast<uint64_t>(i));
+    return ir.CreateLoad(i64, slot, name);
+  };
+  const int rank = k.rank;
+  KernelArgValues v;
+  v.sizes.assign(static_cast<size_t>(rank), nullptr);
+  v.strides.assign(static_cast<size_t>(k.numStrided()), {});
+  for (int d = 0; d < rank; ++d) v.sizes[d] = arg(d, "size" + std::to_string(d));
+  for (int p = 0; p < k.numStrided(); ++p)
+    for (int d = 0; d < rank; ++d)
+      v.strides[p].push_back(arg(rank + p * rank + d, "stride" + std::to_string(p) + "." + std::to_string(d)));
+  return v;
+}
+
+/// Carries a multi-index held in allocas `idx` (each below `sizes`, which
+/// aligns with it) after its last entry was advanced: from the innermost
+/// up, an index that reached its size goes to 0 and adds one to the next.
+inline void emitCarry(llvm::IRBuilder<>& ir, const std::vector<llvm::AllocaInst*>& idx,
+                      const std::vector<llvm::Value*>& sizes) {
+  llvm::Type* i64 = ir.getInt64Ty();
+  for (int d = static_cast<int>(idx.size()) - 1; d >= 1; --d) {
+    llvm::Value* v = ir.CreateLoad(i64, idx[d]);
+    llvm::Value* carry = ir.CreateICmpSGE(v, sizes[d]);
+    ir.CreateStore(ir.CreateSelect(carry, ir.getInt64(0), v), idx[d]);
+    llvm::Value* up = ir.CreateLoad(i64, idx[d - 1]);
+    ir.CreateStore(ir.CreateNSWAdd(up, ir.CreateZExt(carry, i64)), idx[d - 1]);
+  }
 }
 
 /// Branches to `start` when [begin, end) is a non-empty range of a domain

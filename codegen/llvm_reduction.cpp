@@ -142,7 +142,6 @@ class ReductionRenderer {
         ctx_(module.getContext()),
         ir_(ctx_),
         i64_(llvm::Type::getInt64Ty(ctx_)),
-        ptr_(llvm::PointerType::getUnqual(ctx_)),
         st_(kernelStages(kernel)) {
     for (const KernelParam& p : kernel.params) stridedRows_ = stridedRows_ || (!p.outer && p.inner == InnerStride::any);
     columnTiles_ = stridedRows_ && st_.numPasses == 1;
@@ -233,51 +232,58 @@ class ReductionRenderer {
     ir_.CreateStore(out, acc);
   }
 
+  /// The body: its arguments, the allocas of allocateLocals, allocateTiles
+  /// and allocateStash, then the loop over the range's rows (emitRows).
   llvm::Function* renderBody() {
     const int rank = k_.rank, outerRank = k_.outerRank(), numParams = k_.numParams();
-    const int numStrided = k_.numStrided();  // params, then index spaces
-    const int count = static_cast<int>(k_.body.size());
-    std::vector<llvm::Type*> argTypes(static_cast<size_t>(numParams), ptr_);
-    argTypes.insert(argTypes.end(), {ptr_, i64_, i64_});
-    auto* type = llvm::FunctionType::get(ir_.getVoidTy(), argTypes, false);
-    fn_ = llvm::Function::Create(type, llvm::Function::InternalLinkage, k_.name + ".body", m_);
-    fn_->addFnAttr(llvm::Attribute::AlwaysInline);
-    fn_->addFnAttr(llvm::Attribute::NoUnwind);
-    for (int p = 0; p < numParams; ++p) {
-      fn_->getArg(static_cast<unsigned>(p))->setName("p" + std::to_string(p));
-      fn_->addParamAttr(static_cast<unsigned>(p), llvm::Attribute::NoAlias);
-    }
-    llvm::Argument* args = fn_->getArg(static_cast<unsigned>(numParams));
+    fn_ = declareBody(k_, m_);
     llvm::Argument* begin = fn_->getArg(static_cast<unsigned>(numParams) + 1);
-    llvm::Argument* end = fn_->getArg(static_cast<unsigned>(numParams) + 2);
-    args->setName("args");
-    begin->setName("begin");
-    end->setName("end");
-    args->addAttr(llvm::Attribute::NoAlias);
-    args->addAttr(llvm::Attribute::ReadOnly);
+    end_ = fn_->getArg(static_cast<unsigned>(numParams) + 2);
 
     auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
     auto* start = llvm::BasicBlock::Create(ctx_, "start", fn_);
     exit_ = llvm::BasicBlock::Create(ctx_, "exit", fn_);
 
     ir_.SetInsertPoint(entry);
-    auto arg = [&](int i, const std::string& name) {
-      llvm::Value* slot = ir_.CreateConstInBoundsGEP1_64(i64_, args, static_cast<uint64_t>(i));
-      return ir_.CreateLoad(i64_, slot, name);
-    };
-    sizes_.assign(static_cast<size_t>(rank), nullptr);
-    strides_.assign(static_cast<size_t>(numStrided), {});
-    for (int d = 0; d < rank; ++d) sizes_[d] = arg(d, "size" + std::to_string(d));
-    for (int p = 0; p < numStrided; ++p)
-      for (int d = 0; d < rank; ++d)
-        strides_[p].push_back(arg(rank + p * rank + d, "stride" + std::to_string(p) + "." + std::to_string(d)));
+    KernelArgValues args = loadKernelArgs(ir_, k_, fn_->getArg(static_cast<unsigned>(numParams)));
+    sizes_ = std::move(args.sizes);
+    strides_ = std::move(args.strides);  // params, then index spaces
     rowLength_ = sizes_[outerRank];
     for (int d = outerRank + 1; d < rank; ++d) rowLength_ = ir_.CreateNSWMul(rowLength_, sizes_[d]);
     rowLength_->setName("row.length");
-    // Allocas, promoted by SROA: the outer multi-index, the reduced one, accumulators.
-    std::vector<llvm::AllocaInst*> idx(static_cast<size_t>(outerRank));
-    for (int d = 0; d < outerRank; ++d) idx[d] = ir_.CreateAlloca(i64_, nullptr, "idx" + std::to_string(d));
-    llvm::AllocaInst* pos = ir_.CreateAlloca(i64_, nullptr, "pos");
+    allocateLocals();
+    llvm::Value* tilesOk = allocateTiles();
+    // Nothing to do for an empty range or an empty outer domain; rows of
+    // no elements are fine (every pass is skipped).
+    const std::vector<PassPlan> plans = allocateStash();
+    emitRangeStart(ir_, begin, end_, std::vector<llvm::Value*>(sizes_.begin(), sizes_.begin() + outerRank), idx_, start,
+                   exit_);
+    ir_.CreateStore(begin, pos_);
+    if (stash_) {
+      // Lowering bounds every launch's rows (Kernel::maxRowLength); a longer
+      // row would overflow the stash: a kiln bug, so trap rather than write.
+      auto* fits = llvm::BasicBlock::Create(ctx_, "stash.fits", fn_);
+      auto* tooLong = llvm::BasicBlock::Create(ctx_, "stash.too.long", fn_);
+      ir_.CreateCondBr(ir_.CreateICmpSLE(rowLength_, ir_.getInt64(k_.maxRowLength)), fits, tooLong);
+      ir_.SetInsertPoint(tooLong);
+      ir_.CreateIntrinsic(llvm::Intrinsic::trap, {}, {});
+      ir_.CreateUnreachable();
+      ir_.SetInsertPoint(fits);
+    }
+    emitRows(stash_ ? "stash." : "", plans, tilesOk);
+
+    ir_.SetInsertPoint(exit_);
+    ir_.CreateRetVoid();
+    return fn_;
+  }
+
+  /// Allocas, promoted by SROA: the outer multi-index, the reduced one, accumulators.
+  void allocateLocals() {
+    const int rank = k_.rank, outerRank = k_.outerRank();
+    const int count = static_cast<int>(k_.body.size());
+    idx_.assign(static_cast<size_t>(outerRank), nullptr);
+    for (int d = 0; d < outerRank; ++d) idx_[d] = ir_.CreateAlloca(i64_, nullptr, "idx" + std::to_string(d));
+    pos_ = ir_.CreateAlloca(i64_, nullptr, "pos");
     for (int d = outerRank; d < rank - 1; ++d)
       ridx_.push_back(ir_.CreateAlloca(i64_, nullptr, "ridx" + std::to_string(d)));
     rflat_ = ir_.CreateAlloca(i64_, nullptr, "rflat");
@@ -290,137 +296,125 @@ class ReductionRenderer {
       if (in.reduceOp == ReduceOp::argmax)
         accIndex_[i] = ir_.CreateAlloca(i64_, nullptr, "acc" + std::to_string(i) + ".index");
     }
-    // Column tiles (Note [Column tiles]): a block's accumulators, and
-    // whether this launch's strides let it take blocks.
-    llvm::Value* tilesOk = nullptr;
-    if (columnTiles_) {
-      accTile_.assign(static_cast<size_t>(count), nullptr);
-      for (int i = 0; i < count; ++i) {
-        if (!acc_[i]) continue;
-        auto* tile = ir_.CreateAlloca(llvm::ArrayType::get(acc_[i]->getAllocatedType(), kColumnTile), nullptr,
-                                      "acc" + std::to_string(i) + ".tile");
-        tile->setAlignment(llvm::Align(64));
-        accTile_[i] = tile;
-      }
-      tilesOk = ir_.getTrue();
-      for (int p = 0; p < numStrided; ++p)
-        if (tileReads_[p])
-          tilesOk = ir_.CreateAnd(tilesOk, ir_.CreateICmpEQ(strides_[p][outerRank - 1], ir_.getInt64(tileStride_[p])));
-      tilesOk->setName("tiles.ok");
+  }
+
+  /// Column tiles (Note [Column tiles]): a block's accumulators, and
+  /// whether this launch's strides let it take blocks (null without tiles).
+  llvm::Value* allocateTiles() {
+    if (!columnTiles_) return nullptr;
+    const int count = static_cast<int>(k_.body.size());
+    accTile_.assign(static_cast<size_t>(count), nullptr);
+    for (int i = 0; i < count; ++i) {
+      if (!acc_[i]) continue;
+      auto* tile = ir_.CreateAlloca(llvm::ArrayType::get(acc_[i]->getAllocatedType(), kColumnTile), nullptr,
+                                    "acc" + std::to_string(i) + ".tile");
+      tile->setAlignment(llvm::Align(64));
+      accTile_[i] = tile;
     }
-    // Nothing to do for an empty range or an empty outer domain; rows of
-    // no elements are fine (every pass is skipped).
-    // The stash (Note [Stashed row values]), when the kernel's row bound
-    // lets one fit; else every pass recomputes.
+    llvm::Value* tilesOk = ir_.getTrue();
+    for (int p = 0; p < k_.numStrided(); ++p)
+      if (tileReads_[p])
+        tilesOk =
+            ir_.CreateAnd(tilesOk, ir_.CreateICmpEQ(strides_[p][k_.outerRank() - 1], ir_.getInt64(tileStride_[p])));
+    tilesOk->setName("tiles.ok");
+    return tilesOk;
+  }
+
+  /// The stash (Note [Stashed row values]), when the kernel's row bound
+  /// lets one fit, and the words of dropouts drawn by groups; returns the
+  /// passes' plans, with the stash or (else) recomputing.
+  std::vector<PassPlan> allocateStash() {
+    const int count = static_cast<int>(k_.body.size());
     std::vector<PassPlan> plans = planPasses(k_.maxRowLength > 0);
     const bool stash = stashRowBytes_ > 0 && k_.maxRowLength * stashRowBytes_ <= kStashBytes;
-    if (!stash) plans = planPasses(false);
-    if (stash) {
-      llvm::AllocaInst* buffer = ir_.CreateAlloca(
-          llvm::ArrayType::get(ir_.getInt8Ty(), static_cast<uint64_t>(k_.maxRowLength * stashRowBytes_)), nullptr,
-          "stash");
-      buffer->setAlignment(llvm::Align(64));
-      stash_ = buffer;
-      // Dropouts drawn by groups of four (Note [Draws by groups of four]):
-      // a run of the row is at most maxRowLength elements, which the check
-      // below holds every launch to, so one buffer holds a run's words.
-      draws_.assign(static_cast<size_t>(count), nullptr);
-      for (int i = 0; i < count; ++i) {
-        if (!drawsByGroups(k_, i)) continue;
-        auto* words =
-            ir_.CreateAlloca(llvm::ArrayType::get(ir_.getInt32Ty(), static_cast<uint64_t>(k_.maxRowLength + 4)),
-                             nullptr, "draws" + std::to_string(i));
-        words->setAlignment(llvm::Align(64));
-        draws_[static_cast<size_t>(i)] = words;
-      }
+    if (!stash) return planPasses(false);
+    llvm::AllocaInst* buffer =
+        ir_.CreateAlloca(llvm::ArrayType::get(ir_.getInt8Ty(), static_cast<uint64_t>(k_.maxRowLength * stashRowBytes_)),
+                         nullptr, "stash");
+    buffer->setAlignment(llvm::Align(64));
+    stash_ = buffer;
+    // Dropouts drawn by groups of four (Note [Draws by groups of four]): a
+    // run of the row is at most maxRowLength elements, which the check in
+    // renderBody holds every launch to, so one buffer holds a run's words.
+    draws_.assign(static_cast<size_t>(count), nullptr);
+    for (int i = 0; i < count; ++i) {
+      if (!drawsByGroups(k_, i)) continue;
+      auto* words = ir_.CreateAlloca(llvm::ArrayType::get(ir_.getInt32Ty(), static_cast<uint64_t>(k_.maxRowLength + 4)),
+                                     nullptr, "draws" + std::to_string(i));
+      words->setAlignment(llvm::Align(64));
+      draws_[static_cast<size_t>(i)] = words;
     }
-    emitRangeStart(ir_, begin, end, std::vector<llvm::Value*>(sizes_.begin(), sizes_.begin() + outerRank), idx, start,
-                   exit_);
-    ir_.CreateStore(begin, pos);
+    return plans;
+  }
 
-    // The loop over the range's rows, with the passes of `plans`.
-    auto emitRows = [&](const std::string& tag, const std::vector<PassPlan>& plans) {
-      auto* rowHeader = llvm::BasicBlock::Create(ctx_, tag + "row.header", fn_);
-      auto* rowBody = llvm::BasicBlock::Create(ctx_, tag + "row.body", fn_);
-      ir_.CreateBr(rowHeader);
-      ir_.SetInsertPoint(rowHeader);
-      llvm::Value* i = ir_.CreateLoad(i64_, pos, "i");
-      plans_ = plans;
-      // The outer offsets at the current output row.
-      auto outerBases = [&](std::vector<llvm::Value*>& index) {
-        index.assign(static_cast<size_t>(outerRank), nullptr);
-        for (int d = 0; d < outerRank; ++d) index[d] = ir_.CreateLoad(i64_, idx[d], "i" + std::to_string(d));
-        outerBase_.assign(static_cast<size_t>(numStrided), nullptr);
-        for (int p = 0; p < numStrided; ++p) {
-          llvm::Value* off = ir_.CreateNSWMul(index[0], strides_[p][0]);
-          for (int d = 1; d < outerRank; ++d) off = ir_.CreateNSWAdd(off, ir_.CreateNSWMul(index[d], strides_[p][d]));
-          outerBase_[p] = off;
-          off->setName("base" + std::to_string(p));
-        }
-      };
-      // Past `step` output rows (never past the end of the innermost outer
-      // dim): the innermost outer index moves by `step`, then carries.
-      auto advance = [&](const std::vector<llvm::Value*>& index, llvm::Value* step) {
-        ir_.CreateStore(ir_.CreateNSWAdd(i, step), pos);
-        ir_.CreateStore(ir_.CreateNSWAdd(index[outerRank - 1], step), idx[outerRank - 1]);
-        for (int d = outerRank - 1; d >= 1; --d) {
-          llvm::Value* v = ir_.CreateLoad(i64_, idx[d]);
-          llvm::Value* carry = ir_.CreateICmpSGE(v, sizes_[d]);
-          ir_.CreateStore(ir_.CreateSelect(carry, zero(), v), idx[d]);
-          llvm::Value* up = ir_.CreateLoad(i64_, idx[d - 1]);
-          ir_.CreateStore(ir_.CreateNSWAdd(up, ir_.CreateZExt(carry, i64_)), idx[d - 1]);
-        }
-        ir_.CreateBr(rowHeader);
-      };
-      if (tilesOk && !stash) {
-        // A block of columns (Note [Column tiles]) where the strides allow
-        // one and at least kMinColumnTile rows are left before the end of
-        // the range and of the innermost outer dim's run; else one row.
-        auto* tileCheck = llvm::BasicBlock::Create(ctx_, tag + "tile.check", fn_);
-        auto* tileBody = llvm::BasicBlock::Create(ctx_, tag + "tile.body", fn_);
-        ir_.CreateCondBr(ir_.CreateICmpSLT(i, end), tileCheck, exit_);
-        ir_.SetInsertPoint(tileCheck);
-        llvm::Value* inRun = ir_.CreateNSWSub(sizes_[outerRank - 1], ir_.CreateLoad(i64_, idx[outerRank - 1]));
-        llvm::Value* len = ir_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, ir_.CreateNSWSub(end, i), inRun);
-        len = ir_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, len, ir_.getInt64(kColumnTile), nullptr, "tile.len");
-        ir_.CreateCondBr(ir_.CreateAnd(tilesOk, ir_.CreateICmpSGE(len, ir_.getInt64(kMinColumnTile))), tileBody,
-                         rowBody);
-        ir_.SetInsertPoint(tileBody);
-        std::vector<llvm::Value*> index;
-        outerBases(index);
-        emitColumnTile(len);
-        advance(index, len);
-      } else {
-        ir_.CreateCondBr(ir_.CreateICmpSLT(i, end), rowBody, exit_);
-      }
+  /// The loop over the range's rows, with the passes of `plans`: a block of
+  /// columns where tilesOk allows (Note [Column tiles]), else one row.
+  void emitRows(const std::string& tag, const std::vector<PassPlan>& plans, llvm::Value* tilesOk) {
+    rowHeader_ = llvm::BasicBlock::Create(ctx_, tag + "row.header", fn_);
+    auto* rowBody = llvm::BasicBlock::Create(ctx_, tag + "row.body", fn_);
+    ir_.CreateBr(rowHeader_);
+    ir_.SetInsertPoint(rowHeader_);
+    i_ = ir_.CreateLoad(i64_, pos_, "i");
+    plans_ = plans;
+    if (tilesOk && !stash_)
+      emitTileCheck(tag, tilesOk, rowBody);
+    else
+      ir_.CreateCondBr(ir_.CreateICmpSLT(i_, end_), rowBody, exit_);
 
-      // One output row: the outer offsets, then the outer values and passes.
-      ir_.SetInsertPoint(rowBody);
-      std::vector<llvm::Value*> index;
-      outerBases(index);
-      values_.assign(static_cast<size_t>(count), nullptr);
-      for (int l = 0; l <= st_.numPasses; ++l) {
-        for (int instr : st_.before[l]) emitOuter(instr);
-        if (l < st_.numPasses) emitPass(l);
-      }
-      advance(index, ir_.getInt64(1));
-    };
-    if (stash) {
-      // Lowering bounds every launch's rows (Kernel::maxRowLength); a longer
-      // row would overflow the stash: a kiln bug, so trap rather than write.
-      auto* fits = llvm::BasicBlock::Create(ctx_, "stash.fits", fn_);
-      auto* tooLong = llvm::BasicBlock::Create(ctx_, "stash.too.long", fn_);
-      ir_.CreateCondBr(ir_.CreateICmpSLE(rowLength_, ir_.getInt64(k_.maxRowLength)), fits, tooLong);
-      ir_.SetInsertPoint(tooLong);
-      ir_.CreateIntrinsic(llvm::Intrinsic::trap, {}, {});
-      ir_.CreateUnreachable();
-      ir_.SetInsertPoint(fits);
+    // One output row: the outer offsets, then the outer values and passes.
+    ir_.SetInsertPoint(rowBody);
+    const std::vector<llvm::Value*> index = outerBases();
+    values_.assign(k_.body.size(), nullptr);
+    for (int l = 0; l <= st_.numPasses; ++l) {
+      for (int instr : st_.before[l]) emitOuter(instr);
+      if (l < st_.numPasses) emitPass(l);
     }
-    emitRows(stash ? "stash." : "", plans);
+    advance(index, ir_.getInt64(1));
+  }
 
-    ir_.SetInsertPoint(exit_);
-    ir_.CreateRetVoid();
-    return fn_;
+  /// A block of columns (Note [Column tiles]) where the strides allow one
+  /// and at least kMinColumnTile rows are left before the end of the range
+  /// and of the innermost outer dim's run; else one row (`rowBody`).
+  void emitTileCheck(const std::string& tag, llvm::Value* tilesOk, llvm::BasicBlock* rowBody) {
+    const int outerRank = k_.outerRank();
+    auto* tileCheck = llvm::BasicBlock::Create(ctx_, tag + "tile.check", fn_);
+    auto* tileBody = llvm::BasicBlock::Create(ctx_, tag + "tile.body", fn_);
+    ir_.CreateCondBr(ir_.CreateICmpSLT(i_, end_), tileCheck, exit_);
+    ir_.SetInsertPoint(tileCheck);
+    llvm::Value* inRun = ir_.CreateNSWSub(sizes_[outerRank - 1], ir_.CreateLoad(i64_, idx_[outerRank - 1]));
+    llvm::Value* len = ir_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, ir_.CreateNSWSub(end_, i_), inRun);
+    len = ir_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, len, ir_.getInt64(kColumnTile), nullptr, "tile.len");
+    ir_.CreateCondBr(ir_.CreateAnd(tilesOk, ir_.CreateICmpSGE(len, ir_.getInt64(kMinColumnTile))), tileBody, rowBody);
+    ir_.SetInsertPoint(tileBody);
+    const std::vector<llvm::Value*> index = outerBases();
+    emitColumnTile(len);
+    advance(index, len);
+  }
+
+  /// The outer offsets at the current output row (outerBase_), from its
+  /// multi-index, which it returns.
+  std::vector<llvm::Value*> outerBases() {
+    const int outerRank = k_.outerRank(), numStrided = k_.numStrided();
+    std::vector<llvm::Value*> index(static_cast<size_t>(outerRank), nullptr);
+    for (int d = 0; d < outerRank; ++d) index[d] = ir_.CreateLoad(i64_, idx_[d], "i" + std::to_string(d));
+    outerBase_.assign(static_cast<size_t>(numStrided), nullptr);
+    for (int p = 0; p < numStrided; ++p) {
+      llvm::Value* off = ir_.CreateNSWMul(index[0], strides_[p][0]);
+      for (int d = 1; d < outerRank; ++d) off = ir_.CreateNSWAdd(off, ir_.CreateNSWMul(index[d], strides_[p][d]));
+      outerBase_[p] = off;
+      off->setName("base" + std::to_string(p));
+    }
+    return index;
+  }
+
+  /// Past `step` output rows (never past the end of the innermost outer
+  /// dim): the innermost outer index moves by `step`, then carries.
+  void advance(const std::vector<llvm::Value*>& index, llvm::Value* step) {
+    const int outerRank = k_.outerRank();
+    ir_.CreateStore(ir_.CreateNSWAdd(i_, step), pos_);
+    ir_.CreateStore(ir_.CreateNSWAdd(index[outerRank - 1], step), idx_[outerRank - 1]);
+    emitCarry(ir_, idx_, sizes_);
+    ir_.CreateBr(rowHeader_);
   }
 
   /// The passes' plans: with `stash`, the stashed row values
@@ -559,13 +553,7 @@ class ReductionRenderer {
     } else {
       const int last = static_cast<int>(ridx_.size()) - 1;
       ir_.CreateStore(ir_.CreateNSWAdd(rindex[last], ir_.getInt64(1)), ridx_[last]);
-      for (int d = last; d >= 1; --d) {
-        llvm::Value* v = ir_.CreateLoad(i64_, ridx_[d]);
-        llvm::Value* carry = ir_.CreateICmpSGE(v, sizes_[outerRank + d]);
-        ir_.CreateStore(ir_.CreateSelect(carry, zero(), v), ridx_[d]);
-        llvm::Value* up = ir_.CreateLoad(i64_, ridx_[d - 1]);
-        ir_.CreateStore(ir_.CreateNSWAdd(up, ir_.CreateZExt(carry, i64_)), ridx_[d - 1]);
-      }
+      emitCarry(ir_, ridx_, std::vector<llvm::Value*>(sizes_.begin() + outerRank, sizes_.end()));
       llvm::Value* more = ir_.CreateICmpSLT(ir_.CreateLoad(i64_, ridx_[0]), sizes_[outerRank]);
       ir_.CreateCondBr(more, rowLoop, done);
     }
@@ -685,17 +673,9 @@ class ReductionRenderer {
     for (int i : st_.pass[0])
       if (k_.body[i].kind == ScalarInstr::Kind::reduce) reduces.push_back(i);
     const std::vector<llvm::Value*> base = outerBase_;
-    // In the pass: offsets moved to column t by tileStride_, which the
-    // launch's strides were checked against (for what the pass reads), and
-    // the outer values the pass uses, there.
-    auto shifted = [&](const std::vector<llvm::Value*>& at, llvm::Value* t) {
-      std::vector<llvm::Value*> out = at;
-      for (size_t p = 0; p < out.size(); ++p)
-        if (out[p] && tileStride_[p]) out[p] = ir_.CreateNSWAdd(out[p], t);
-      return out;
-    };
+    // In the pass: offsets and the outer values the pass uses at column t.
     auto atColumn = [&](llvm::Value* t) {
-      outerBase_ = shifted(base, t);
+      outerBase_ = shiftedToColumn(base, t);
       values_.assign(static_cast<size_t>(count), nullptr);
       for (int instr : st_.before[0])
         if (tileOuter_[instr]) emitOuter(instr);
@@ -709,22 +689,8 @@ class ReductionRenderer {
       values_.assign(static_cast<size_t>(count), nullptr);
       for (int instr : st_.before[0]) emitOuter(instr);
     };
-    // A loop over the block's columns t in [0, len) (len >= 1).
     auto columns = [&](const std::string& tag, const std::function<void(llvm::Value*)>& body, bool vectorize) {
-      llvm::BasicBlock* pre = ir_.GetInsertBlock();
-      auto* loop = llvm::BasicBlock::Create(ctx_, tag, fn_);
-      auto* done = llvm::BasicBlock::Create(ctx_, tag + ".done", fn_);
-      ir_.CreateBr(loop);
-      ir_.SetInsertPoint(loop);
-      llvm::PHINode* t = ir_.CreatePHI(i64_, 2, tag + ".t");
-      t->addIncoming(zero(), pre);
-      body(t);
-      outerBase_ = base;
-      llvm::Value* next = ir_.CreateNUWAdd(t, ir_.getInt64(1));
-      t->addIncoming(next, ir_.GetInsertBlock());
-      llvm::BranchInst* latch = ir_.CreateCondBr(ir_.CreateICmpSLT(next, len), loop, done);
-      if (vectorize) latch->setMetadata(llvm::LLVMContext::MD_loop, vectorizeLoop());
-      ir_.SetInsertPoint(done);
+      columnLoop(tag, len, base, body, vectorize);
     };
     auto tileSlot = [&](int r, llvm::Value* t) {
       return ir_.CreateInBoundsGEP(accTile_[r]->getAllocatedType(), accTile_[r], {zero(), t});
@@ -741,7 +707,7 @@ class ReductionRenderer {
           [&](llvm::Value* t) {
             atColumn(t);
             tileT_ = t;
-            rowValues(plan.todo, j, pos, shifted(rowBase, t), &plan);
+            rowValues(plan.todo, j, pos, shiftedToColumn(rowBase, t), &plan);
             tileT_ = nullptr;
           },
           true);
@@ -754,6 +720,36 @@ class ReductionRenderer {
           for (int instr : st_.before[1]) emitOuter(instr);
         },
         false);
+  }
+
+  /// In a column tile's pass: offsets `at` moved to column t by
+  /// tileStride_, which the launch's strides were checked against (for what
+  /// the pass reads).
+  std::vector<llvm::Value*> shiftedToColumn(const std::vector<llvm::Value*>& at, llvm::Value* t) {
+    std::vector<llvm::Value*> out = at;
+    for (size_t p = 0; p < out.size(); ++p)
+      if (out[p] && tileStride_[p]) out[p] = ir_.CreateNSWAdd(out[p], t);
+    return out;
+  }
+
+  /// A loop over a column tile's columns t in [0, len) (len >= 1), `body`
+  /// emitting column t; outerBase_ is back at `base` after each.
+  void columnLoop(const std::string& tag, llvm::Value* len, const std::vector<llvm::Value*>& base,
+                  const std::function<void(llvm::Value*)>& body, bool vectorize) {
+    llvm::BasicBlock* pre = ir_.GetInsertBlock();
+    auto* loop = llvm::BasicBlock::Create(ctx_, tag, fn_);
+    auto* done = llvm::BasicBlock::Create(ctx_, tag + ".done", fn_);
+    ir_.CreateBr(loop);
+    ir_.SetInsertPoint(loop);
+    llvm::PHINode* t = ir_.CreatePHI(i64_, 2, tag + ".t");
+    t->addIncoming(zero(), pre);
+    body(t);
+    outerBase_ = base;
+    llvm::Value* next = ir_.CreateNUWAdd(t, ir_.getInt64(1));
+    t->addIncoming(next, ir_.GetInsertBlock());
+    llvm::BranchInst* latch = ir_.CreateCondBr(ir_.CreateICmpSLT(next, len), loop, done);
+    if (vectorize) latch->setMetadata(llvm::LLVMContext::MD_loop, vectorizeLoop());
+    ir_.SetInsertPoint(done);
   }
 
   /// Loop metadata asking the vectorizer to vectorize (a column tile's
@@ -828,7 +824,6 @@ class ReductionRenderer {
   llvm::LLVMContext& ctx_;
   llvm::IRBuilder<> ir_;
   llvm::Type* i64_;
-  llvm::PointerType* ptr_;
   const KernelStages st_;
   /// A row parameter has inner stride class `any`: float sums are
   /// sequential (Note [Fixed summation order]).
@@ -850,7 +845,12 @@ class ReductionRenderer {
   /// the reduces fold into.
   llvm::Value* tileT_ = nullptr;
   llvm::Function* fn_ = nullptr;
+  llvm::Value* end_ = nullptr;
   llvm::BasicBlock* exit_ = nullptr;
+  llvm::BasicBlock* rowHeader_ = nullptr;  ///< of the loop over output rows
+  std::vector<llvm::AllocaInst*> idx_;     ///< the outer multi-index of the current output row
+  llvm::AllocaInst* pos_ = nullptr;        ///< its flat position
+  llvm::Value* i_ = nullptr;               ///< pos_, loaded in the row loop's header
   std::vector<llvm::Value*> sizes_;
   std::vector<std::vector<llvm::Value*>> strides_;
   llvm::Value* rowLength_ = nullptr;

@@ -54,16 +54,14 @@ namespace {
 /// element loop.
 constexpr int64_t kDrawStrip = 1024;
 
-/// Builds the two functions of one kernel in one module.
+/// Builds the two functions of one kernel in one module. The body walks
+/// [begin, end) row by row: renderBody lays out the blocks, rowStart and
+/// stripStart compute where a row (and a strip of it) starts, innerLoop
+/// emits the element loop, rowLatch advances the multi-index.
 class KernelRenderer {
  public:
   KernelRenderer(const Kernel& kernel, llvm::Module& module)
-      : k_(kernel),
-        m_(module),
-        ctx_(module.getContext()),
-        ir_(ctx_),
-        i64_(llvm::Type::getInt64Ty(ctx_)),
-        ptr_(llvm::PointerType::getUnqual(ctx_)) {}
+      : k_(kernel), m_(module), ctx_(module.getContext()), ir_(ctx_), i64_(llvm::Type::getInt64Ty(ctx_)) {}
 
   void render() {
     llvm::Function* body = renderBody();
@@ -72,165 +70,150 @@ class KernelRenderer {
 
  private:
   llvm::Function* renderBody() {
-    const int rank = k_.rank, numParams = k_.numParams();
-    std::vector<llvm::Type*> argTypes(static_cast<size_t>(numParams), ptr_);
-    argTypes.insert(argTypes.end(), {ptr_, i64_, i64_});
-    auto* type = llvm::FunctionType::get(ir_.getVoidTy(), argTypes, false);
-    auto* fn = llvm::Function::Create(type, llvm::Function::InternalLinkage, k_.name + ".body", m_);
-    fn->addFnAttr(llvm::Attribute::AlwaysInline);
-    fn->addFnAttr(llvm::Attribute::NoUnwind);
-    for (int p = 0; p < numParams; ++p) {
-      fn->getArg(static_cast<unsigned>(p))->setName("p" + std::to_string(p));
-      fn->addParamAttr(static_cast<unsigned>(p), llvm::Attribute::NoAlias);
-    }
-    llvm::Argument* args = fn->getArg(static_cast<unsigned>(numParams));
-    llvm::Argument* begin = fn->getArg(static_cast<unsigned>(numParams) + 1);
-    llvm::Argument* end = fn->getArg(static_cast<unsigned>(numParams) + 2);
-    args->setName("args");
-    begin->setName("begin");
-    end->setName("end");
-    args->addAttr(llvm::Attribute::NoAlias);
-    args->addAttr(llvm::Attribute::ReadOnly);
+    const int rank = k_.rank;
+    fn_ = declareBody(k_, m_);
+    llvm::Argument* begin = fn_->getArg(static_cast<unsigned>(k_.numParams()) + 1);
+    end_ = fn_->getArg(static_cast<unsigned>(k_.numParams()) + 2);
 
-    auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn);
-    auto* start = llvm::BasicBlock::Create(ctx_, "start", fn);
-    auto* rowHeader = llvm::BasicBlock::Create(ctx_, "row.header", fn);
-    auto* rowBody = llvm::BasicBlock::Create(ctx_, "row.body", fn);
-    auto* inner = llvm::BasicBlock::Create(ctx_, "inner", fn);
-    auto* rowLatch = llvm::BasicBlock::Create(ctx_, "row.latch", fn);
-    auto* exit = llvm::BasicBlock::Create(ctx_, "exit", fn);
+    auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
+    auto* start = llvm::BasicBlock::Create(ctx_, "start", fn_);
+    rowHeader_ = llvm::BasicBlock::Create(ctx_, "row.header", fn_);
+    rowBody_ = llvm::BasicBlock::Create(ctx_, "row.body", fn_);
+    inner_ = llvm::BasicBlock::Create(ctx_, "inner", fn_);
+    rowLatch_ = llvm::BasicBlock::Create(ctx_, "row.latch", fn_);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "exit", fn_);
 
     // Sizes and strides are read once, up front: the loops see SSA values.
     ir_.SetInsertPoint(entry);
-    auto arg = [&](int i, const std::string& name) {
-      llvm::Value* slot = ir_.CreateConstInBoundsGEP1_64(i64_, args, static_cast<uint64_t>(i));
-      return ir_.CreateLoad(i64_, slot, name);
-    };
-    std::vector<llvm::Value*> sizes(static_cast<size_t>(rank));
-    // Params, then index spaces: each has a row of strides and an offset.
-    const int numStrided = k_.numStrided();
-    std::vector<std::vector<llvm::Value*>> strides(static_cast<size_t>(numStrided));
-    for (int d = 0; d < rank; ++d) sizes[d] = arg(d, "size" + std::to_string(d));
-    for (int p = 0; p < numStrided; ++p)
-      for (int d = 0; d < rank; ++d)
-        strides[p].push_back(arg(rank + p * rank + d, "stride" + std::to_string(p) + "." + std::to_string(d)));
+    args_ = loadKernelArgs(ir_, k_, fn_->getArg(static_cast<unsigned>(k_.numParams())));
     // The multi-index and the flat position live in allocas that mem2reg
     // promotes; the carry logic is simpler to write that way.
-    std::vector<llvm::AllocaInst*> idx(static_cast<size_t>(rank));
-    for (int d = 0; d < rank; ++d) idx[d] = ir_.CreateAlloca(i64_, nullptr, "idx" + std::to_string(d));
-    llvm::AllocaInst* pos = ir_.CreateAlloca(i64_, nullptr, "pos");
+    idx_.assign(static_cast<size_t>(rank), nullptr);
+    for (int d = 0; d < rank; ++d) idx_[d] = ir_.CreateAlloca(i64_, nullptr, "idx" + std::to_string(d));
+    pos_ = ir_.CreateAlloca(i64_, nullptr, "pos");
     // Dropouts drawn by groups of four, each with its buffer of words.
     draws_.assign(k_.body.size(), nullptr);
-    bool grouped = false;
+    grouped_ = false;
     for (size_t i = 0; i < k_.body.size(); ++i) {
       if (!drawsByGroups(k_, static_cast<int>(i))) continue;
       auto* buffer = ir_.CreateAlloca(llvm::ArrayType::get(ir_.getInt32Ty(), kDrawStrip + 4), nullptr,
                                       "draws" + std::to_string(i));
       buffer->setAlignment(llvm::Align(64));
       draws_[i] = buffer;
-      grouped = true;
+      grouped_ = true;
     }
     drawAt_.assign(k_.body.size(), nullptr);
     // An empty range does nothing; a zero or negative size (or begin < 0)
     // would make the index division below trap or loop, so it does nothing too.
-    emitRangeStart(ir_, begin, end, sizes, idx, start, exit);
-    ir_.CreateStore(begin, pos);
-    ir_.CreateBr(rowHeader);
+    emitRangeStart(ir_, begin, end_, args_.sizes, idx_, start, exit);
+    ir_.CreateStore(begin, pos_);
+    ir_.CreateBr(rowHeader_);
 
-    ir_.SetInsertPoint(rowHeader);
-    llvm::Value* i = ir_.CreateLoad(i64_, pos, "i");
-    ir_.CreateCondBr(ir_.CreateICmpSLT(i, end), rowBody, exit);
+    ir_.SetInsertPoint(rowHeader_);
+    i_ = ir_.CreateLoad(i64_, pos_, "i");
+    ir_.CreateCondBr(ir_.CreateICmpSLT(i_, end_), rowBody_, exit);
 
-    // The rest of the current row: n = min(size - idx, end - i) >= 1, since
-    // idx < size and i < end here.
-    ir_.SetInsertPoint(rowBody);
-    std::vector<llvm::Value*> index(static_cast<size_t>(rank));
-    for (int d = 0; d < rank; ++d) index[d] = ir_.CreateLoad(i64_, idx[d], "i" + std::to_string(d));
-    llvm::Value* n = ir_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, ir_.CreateSub(sizes[rank - 1], index[rank - 1]),
-                                               ir_.CreateSub(end, i), nullptr, "n");
-    std::vector<llvm::Value*> base(static_cast<size_t>(numStrided));
-    for (int p = 0; p < numStrided; ++p) {
-      llvm::Value* off = ir_.CreateNSWMul(index[0], strides[p][0]);
-      for (int d = 1; d < rank; ++d) off = ir_.CreateNSWAdd(off, ir_.CreateNSWMul(index[d], strides[p][d]));
-      base[p] = off;
-      base[p]->setName("base" + std::to_string(p));
-    }
-    // Without grouped draws the inner loop takes the whole rest of the row,
-    // j in [0, n); with them, strips j in [s, s + m) of at most kDrawStrip
-    // elements, each after the loops that draw its groups.
-    llvm::Value* stripBegin = ir_.getInt64(0);
-    llvm::Value* stripEnd = n;
-    llvm::PHINode* s = nullptr;
-    llvm::BasicBlock* strip = nullptr;
-    if (grouped) {
-      strip = llvm::BasicBlock::Create(ctx_, "strip", fn, inner);
-      ir_.CreateBr(strip);
-      ir_.SetInsertPoint(strip);
-      s = ir_.CreatePHI(i64_, 2, "s");
-      s->addIncoming(ir_.getInt64(0), rowBody);
-      llvm::Value* m =
-          ir_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, ir_.getInt64(kDrawStrip), ir_.CreateSub(n, s), nullptr, "m");
-      stripBegin = s;
-      stripEnd = ir_.CreateNSWAdd(s, m, "s.end");
-      for (size_t i = 0; i < k_.body.size(); ++i) {
-        if (!draws_[i]) continue;
-        const ScalarInstr& in = k_.body[i];
-        auto invariant = [&](int o) {
-          const ScalarInstr& load = k_.body[static_cast<size_t>(o)];
-          return loadElement(ir_, load.dtype, fn->getArg(static_cast<unsigned>(load.param)), base[load.param],
-                             "v" + std::to_string(o));
-        };
-        const int space = k_.body[static_cast<size_t>(in.operands[3])].param;
-        llvm::Value* first = ir_.CreateNSWAdd(base[numParams + space], s, "first" + std::to_string(i));
-        emitDrawGroups(ir_, fn, invariant(in.operands[1]), invariant(in.operands[2]), first, m, draws_[i],
-                       "d" + std::to_string(i));
-        drawAt_[i] = ir_.CreateSub(ir_.CreateAnd(first, 3), s);  // + j: the element's word
-      }
-    }
-    llvm::BasicBlock* preInner = ir_.GetInsertBlock();
-    ir_.CreateBr(inner);
-
-    // The inner loop: j in [stripBegin, stripEnd), each param at base + j * innerStride.
-    ir_.SetInsertPoint(inner);
-    llvm::PHINode* j = ir_.CreatePHI(i64_, 2, "j");
-    j->addIncoming(stripBegin, preInner);
-    std::vector<llvm::Value*> offsets(static_cast<size_t>(numStrided));
-    for (int p = 0; p < numStrided; ++p) {
-      switch (p < numParams ? k_.params[p].inner : k_.indexSpaces[p - numParams]) {
-        case InnerStride::zero: offsets[p] = base[p]; break;
-        case InnerStride::one: offsets[p] = ir_.CreateNSWAdd(base[p], j); break;
-        case InnerStride::any: offsets[p] = ir_.CreateNSWAdd(base[p], ir_.CreateNSWMul(j, strides[p][rank - 1])); break;
-      }
-    }
-    renderInstrs(fn, offsets, j);
-    llvm::Value* jNext = ir_.CreateNUWAdd(j, ir_.getInt64(1), "j.next");
-    j->addIncoming(jNext, inner);
-    if (grouped) {
-      auto* stripLatch = llvm::BasicBlock::Create(ctx_, "strip.latch", fn, rowLatch);
-      ir_.CreateCondBr(ir_.CreateICmpSLT(jNext, stripEnd), inner, stripLatch);
-      ir_.SetInsertPoint(stripLatch);
-      s->addIncoming(stripEnd, stripLatch);
-      ir_.CreateCondBr(ir_.CreateICmpSLT(stripEnd, n), strip, rowLatch);
-    } else {
-      ir_.CreateCondBr(ir_.CreateICmpSLT(jNext, n), inner, rowLatch);
-    }
-
-    // Advance past the row: the innermost index moves by n, then carries.
-    ir_.SetInsertPoint(rowLatch);
-    ir_.CreateStore(ir_.CreateNSWAdd(i, n), pos);
-    ir_.CreateStore(ir_.CreateNSWAdd(index[rank - 1], n), idx[rank - 1]);
-    for (int d = rank - 1; d >= 1; --d) {
-      llvm::Value* v = ir_.CreateLoad(i64_, idx[d]);
-      llvm::Value* carry = ir_.CreateICmpSGE(v, sizes[d]);
-      ir_.CreateStore(ir_.CreateSelect(carry, ir_.getInt64(0), v), idx[d]);
-      llvm::Value* outer = ir_.CreateLoad(i64_, idx[d - 1]);
-      ir_.CreateStore(ir_.CreateNSWAdd(outer, ir_.CreateZExt(carry, i64_)), idx[d - 1]);
-    }
-    ir_.CreateBr(rowHeader);
+    rowStart();
+    innerLoop();
+    rowLatch();
 
     ir_.SetInsertPoint(exit);
     ir_.CreateRetVoid();
-    return fn;
+    return fn_;
+  }
+
+  /// The rest of the current row: n = min(size - idx, end - i) >= 1, since
+  /// idx < size and i < end here, and each param's (and index space's)
+  /// offset at its start. Without grouped draws the inner loop takes the
+  /// whole rest of the row, j in [0, n); with them, strips j in [s, s + m)
+  /// of at most kDrawStrip elements, each after the loops that draw its groups.
+  void rowStart() {
+    const int rank = k_.rank, numStrided = k_.numStrided();
+    ir_.SetInsertPoint(rowBody_);
+    index_.assign(static_cast<size_t>(rank), nullptr);
+    for (int d = 0; d < rank; ++d) index_[d] = ir_.CreateLoad(i64_, idx_[d], "i" + std::to_string(d));
+    n_ = ir_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, ir_.CreateSub(args_.sizes[rank - 1], index_[rank - 1]),
+                                   ir_.CreateSub(end_, i_), nullptr, "n");
+    base_.assign(static_cast<size_t>(numStrided), nullptr);
+    for (int p = 0; p < numStrided; ++p) {
+      llvm::Value* off = ir_.CreateNSWMul(index_[0], args_.strides[p][0]);
+      for (int d = 1; d < rank; ++d) off = ir_.CreateNSWAdd(off, ir_.CreateNSWMul(index_[d], args_.strides[p][d]));
+      base_[p] = off;
+      base_[p]->setName("base" + std::to_string(p));
+    }
+    stripBegin_ = ir_.getInt64(0);
+    stripEnd_ = n_;
+    s_ = nullptr;
+    if (grouped_) stripStart();
+    preInner_ = ir_.GetInsertBlock();
+    ir_.CreateBr(inner_);
+  }
+
+  /// A strip of the row, its groups drawn ahead (Note [Draws by groups of four]).
+  void stripStart() {
+    strip_ = llvm::BasicBlock::Create(ctx_, "strip", fn_, inner_);
+    ir_.CreateBr(strip_);
+    ir_.SetInsertPoint(strip_);
+    s_ = ir_.CreatePHI(i64_, 2, "s");
+    s_->addIncoming(ir_.getInt64(0), rowBody_);
+    llvm::Value* m =
+        ir_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, ir_.getInt64(kDrawStrip), ir_.CreateSub(n_, s_), nullptr, "m");
+    stripBegin_ = s_;
+    stripEnd_ = ir_.CreateNSWAdd(s_, m, "s.end");
+    for (size_t i = 0; i < k_.body.size(); ++i) {
+      if (!draws_[i]) continue;
+      const ScalarInstr& in = k_.body[i];
+      auto invariant = [&](int o) {
+        const ScalarInstr& load = k_.body[static_cast<size_t>(o)];
+        return loadElement(ir_, load.dtype, fn_->getArg(static_cast<unsigned>(load.param)), base_[load.param],
+                           "v" + std::to_string(o));
+      };
+      const int space = k_.body[static_cast<size_t>(in.operands[3])].param;
+      llvm::Value* first = ir_.CreateNSWAdd(base_[k_.numParams() + space], s_, "first" + std::to_string(i));
+      emitDrawGroups(ir_, fn_, invariant(in.operands[1]), invariant(in.operands[2]), first, m, draws_[i],
+                     "d" + std::to_string(i));
+      drawAt_[i] = ir_.CreateSub(ir_.CreateAnd(first, 3), s_);  // + j: the element's word
+    }
+  }
+
+  /// The inner loop: j in [stripBegin, stripEnd), each param at base + j * innerStride.
+  void innerLoop() {
+    const int numStrided = k_.numStrided(), numParams = k_.numParams();
+    ir_.SetInsertPoint(inner_);
+    llvm::PHINode* j = ir_.CreatePHI(i64_, 2, "j");
+    j->addIncoming(stripBegin_, preInner_);
+    std::vector<llvm::Value*> offsets(static_cast<size_t>(numStrided));
+    for (int p = 0; p < numStrided; ++p) {
+      switch (p < numParams ? k_.params[p].inner : k_.indexSpaces[p - numParams]) {
+        case InnerStride::zero: offsets[p] = base_[p]; break;
+        case InnerStride::one: offsets[p] = ir_.CreateNSWAdd(base_[p], j); break;
+        case InnerStride::any:
+          offsets[p] = ir_.CreateNSWAdd(base_[p], ir_.CreateNSWMul(j, args_.strides[p][k_.rank - 1]));
+          break;
+      }
+    }
+    renderInstrs(fn_, offsets, j);
+    llvm::Value* jNext = ir_.CreateNUWAdd(j, ir_.getInt64(1), "j.next");
+    j->addIncoming(jNext, inner_);
+    if (grouped_) {
+      auto* stripLatch = llvm::BasicBlock::Create(ctx_, "strip.latch", fn_, rowLatch_);
+      ir_.CreateCondBr(ir_.CreateICmpSLT(jNext, stripEnd_), inner_, stripLatch);
+      ir_.SetInsertPoint(stripLatch);
+      s_->addIncoming(stripEnd_, stripLatch);
+      ir_.CreateCondBr(ir_.CreateICmpSLT(stripEnd_, n_), strip_, rowLatch_);
+    } else {
+      ir_.CreateCondBr(ir_.CreateICmpSLT(jNext, n_), inner_, rowLatch_);
+    }
+  }
+
+  /// Advance past the row: the innermost index moves by n, then carries.
+  void rowLatch() {
+    const int rank = k_.rank;
+    ir_.SetInsertPoint(rowLatch_);
+    ir_.CreateStore(ir_.CreateNSWAdd(i_, n_), pos_);
+    ir_.CreateStore(ir_.CreateNSWAdd(index_[rank - 1], n_), idx_[rank - 1]);
+    emitCarry(ir_, idx_, args_.sizes);
+    ir_.CreateBr(rowHeader_);
   }
 
   /// The kernel's body at the current offsets (of the params, then the
@@ -272,7 +255,23 @@ class KernelRenderer {
   llvm::LLVMContext& ctx_;
   llvm::IRBuilder<> ir_;
   llvm::Type* i64_;
-  llvm::PointerType* ptr_;
+  llvm::Function* fn_ = nullptr;
+  llvm::Value* end_ = nullptr;
+  KernelArgValues args_;
+  std::vector<llvm::AllocaInst*> idx_;  ///< the multi-index of the current position
+  llvm::AllocaInst* pos_ = nullptr;     ///< the flat position
+  llvm::BasicBlock *rowHeader_ = nullptr, *rowBody_ = nullptr, *inner_ = nullptr, *rowLatch_ = nullptr;
+  llvm::BasicBlock *strip_ = nullptr, *preInner_ = nullptr;
+  // The current row: its flat position, multi-index, length left and offsets.
+  llvm::Value* i_ = nullptr;
+  std::vector<llvm::Value*> index_;
+  llvm::Value* n_ = nullptr;
+  std::vector<llvm::Value*> base_;
+  /// The inner loop's range: the row's rest, or the current strip [s_, s_ + m).
+  llvm::Value *stripBegin_ = nullptr, *stripEnd_ = nullptr;
+  llvm::PHINode* s_ = nullptr;
+  /// Whether some dropout draws by groups (Note [Draws by groups of four]).
+  bool grouped_ = false;
   /// Per instruction: the buffer of a dropout drawn by groups, or null.
   std::vector<llvm::AllocaInst*> draws_;
   /// Per grouped dropout: its word's index in the buffer is drawAt_ + j.

@@ -14,11 +14,16 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # llvm-19-tools has FileCheck and lit. clang and libclang-rt-14-dev build the
 # libFuzzer target of the IR parser (tests/fuzz); graphviz renders
 # `irdump --dot-png`. libopenblas-dev is the CPU BLAS behind matmul.
+# ocl-icd-opencl-dev is the OpenCL ICD loader and headers that
+# codegen/opencl_compiler.cpp builds OpenCL C with, and pocl-opencl-icd the
+# OpenCL device the tests build and run the OpenCL kernels on (PoCL's CPU
+# device).
 packages=(
   cmake ninja-build ccache g++ python3
   llvm-19-dev llvm-19-tools
   clang libclang-rt-14-dev graphviz
   libfmt-dev libgtest-dev libopenblas-dev
+  ocl-icd-opencl-dev pocl-opencl-icd
   zlib1g-dev libzstd-dev libedit-dev libxml2-dev libcurl4-openssl-dev libffi-dev
 )
 missing=()

@@ -3,6 +3,7 @@
 //   irdump FILE.kir --passes=canonicalize,cse,dce,fuse-elementwise
 //   irdump --example chain8 --passes=fuse-elementwise --print-ir-after-all
 //   irdump --example bias_relu --passes=fuse-elementwise --emit=llvm
+//   irdump --example softmax --passes=fuse-reductions --emit=opencl
 //   irdump FILE.kir --verify-diagnostics
 //   irdump --example mlp --passes=fuse-elementwise --emit=memory-plan
 //
@@ -10,6 +11,8 @@
 // `// -----` lines, each parsed, verified and processed on its own, or a
 // built-in model (--example). Exit codes: 0 success, 1 invalid input (the
 // message on stderr), 2 bad usage.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -53,7 +56,7 @@ struct Options {
   std::string dotPng;
 };
 
-constexpr const char* kEmits[] = {"ir", "kernel", "llvm", "llvm-opt", "cuda", "memory-plan"};
+constexpr const char* kEmits[] = {"ir", "kernel", "llvm", "llvm-opt", "cuda", "opencl", "memory-plan"};
 
 void printHelp() {
   std::cout << "usage: irdump [FILE.kir | - | --example NAME] [options]\n"
@@ -72,9 +75,10 @@ void printHelp() {
                "  --print-ir-after=P,...    print the IR after each run of these passes\n"
                "  --verify-each             verify the graph after every pass\n"
                "  --verify-diagnostics      check `// expected-error@+N {{...}}` lines against the errors\n"
-               "  --emit=ir|kernel|llvm|llvm-opt|cuda|memory-plan\n"
+               "  --emit=ir|kernel|llvm|llvm-opt|cuda|opencl|memory-plan\n"
                "                            what to print: the IR (default), each fusion node's kernel,\n"
-               "                            its LLVM IR before or after O3, its CUDA C, or the program\n"
+               "                            its LLVM IR before or after O3, its CUDA C or OpenCL C (each\n"
+               "                            with the launch shape it expects), or the program\n"
                "                            compileGraph makes, with its memory plan (which intermediates\n"
                "                            share a buffer; the graph must be fused)\n"
                "  --dot                     print the graph as Graphviz, fusion nodes as clusters\n"
@@ -174,7 +178,8 @@ bool parseArgs(int argc, char** argv, Options& o) {
     return false;
   }
   if (std::find(std::begin(kEmits), std::end(kEmits), o.emit) == std::end(kEmits)) {
-    std::cerr << "irdump: unknown --emit=" << o.emit << "; expected ir, kernel, llvm, llvm-opt, cuda or memory-plan\n";
+    std::cerr << "irdump: unknown --emit=" << o.emit
+              << "; expected ir, kernel, llvm, llvm-opt, cuda, opencl or memory-plan\n";
     return false;
   }
   if (o.verifyDiagnostics && !o.example.empty()) {
@@ -184,14 +189,25 @@ bool parseArgs(int argc, char** argv, Options& o) {
   return true;
 }
 
+/// The kernel's source in dialect `d`, after a comment with its launch shape.
+std::string gpuSource(const codegen::Kernel& kernel, const codegen::CDialect& d) {
+  const codegen::RenderedKernel r = codegen::renderGpuKernel(kernel, d);
+  const char* unit = r.launch.unit == codegen::LaunchShape::Unit::row       ? "a row per work-group"
+                     : r.launch.unit == codegen::LaunchShape::Unit::vector4 ? "4 elements per work-item"
+                                                                            : "an element per work-item";
+  return fmt::format("// launch: {} work-items per group{}, {}, {} bytes of shared memory, {} argument words\n{}",
+                     r.launch.localSize, r.launch.localSizeRequired ? " (required)" : "", unit, r.launch.sharedBytes,
+                     r.argWords, r.source);
+}
+
 void emitKernels(const ir::Graph& g, const std::string& emit) {
   for (const ir::Node* n : g.nodes()) {
     if (n->op() != ir::Op::fusion && !codegen::isReductionNode(*n)) continue;
     for (const codegen::LoweredKernel& lowered : codegen::lowerKernels(*n)) {
       if (emit == "kernel")
         std::cout << lowered.kernel.str();
-      else if (emit == "cuda")
-        std::cout << codegen::renderCudaC(lowered.kernel);
+      else if (emit == "cuda" || emit == "opencl")
+        std::cout << gpuSource(lowered.kernel, emit == "cuda" ? codegen::cudaDialect() : codegen::openclDialect());
       else
         std::cout << codegen::renderLlvmIr(lowered.kernel, emit == "llvm-opt");
       std::cout << "\n";

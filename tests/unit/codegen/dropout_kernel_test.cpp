@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "codegen/c_renderer.h"
 #include "codegen/codegen.h"
 #include "codegen/cpu_compiler.h"
-#include "codegen/cuda_renderer.h"
 #include "codegen/kernel.h"
 #include "codegen/nvrtc_compiler.h"
 #include "common/graph_builders.h"

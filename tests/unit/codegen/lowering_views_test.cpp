@@ -9,8 +9,8 @@
 #include <cstring>
 #include <iostream>
 
+#include "codegen/c_renderer.h"
 #include "codegen/codegen.h"
-#include "codegen/cuda_renderer.h"
 #include "codegen/nvrtc_compiler.h"
 #include "common/graph_builders.h"
 #include "ir/printer.h"
