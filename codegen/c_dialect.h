@@ -22,6 +22,20 @@ namespace kiln::codegen {
 /// friends, OpenCL's as_T).
 enum class CBits : uint8_t { f32, i32, u32, f64, i64 };
 
+/// The type name a bit cast names for `b` (both dialects spell their
+/// casts after it: `__float_as_uint`, `as_uint`); the 64-bit integer is
+/// `i64Name`.
+inline const char* bitsTypeName(CBits b, const char* i64Name) {
+  switch (b) {
+    case CBits::f32: return "float";
+    case CBits::i32: return "int";
+    case CBits::u32: return "uint";
+    case CBits::f64: return "double";
+    case CBits::i64: return i64Name;
+  }
+  return "";
+}
+
 /// How a work-group combines its work-items' partial reductions.
 /// warpShuffles: __shfl_down_sync within each warp of 32, shared memory
 /// across warps (CUDA). localTree: the same tree of combinations — pairs 16,

@@ -29,7 +29,7 @@ class CudaDialect final : public CDialect {
   const char* u64Suffix() const override { return "ull"; }
 
   std::string bitcast(CBits from, CBits to, const std::string& expr) const override {
-    return fmt::format("__{}_as_{}({})", bitsName(from), bitsName(to), expr);
+    return fmt::format("__{}_as_{}({})", bitsTypeName(from, "longlong"), bitsTypeName(to, "longlong"), expr);
   }
   std::string sqrt(DType t, const std::string& arg) const override {
     return fmt::format("{}({})", t == DType::f32 ? "sqrtf" : "sqrt", arg);
@@ -90,18 +90,6 @@ class CudaDialect final : public CDialect {
   CReductionTree reductionTree() const override { return CReductionTree::warpShuffles; }
   std::string shuffleDown(const std::string& value, const std::string& offset) const override {
     return fmt::format("__shfl_down_sync(0xffffffffu, {}, {})", value, offset);
-  }
-
- private:
-  static const char* bitsName(CBits b) {
-    switch (b) {
-      case CBits::f32: return "float";
-      case CBits::i32: return "int";
-      case CBits::u32: return "uint";
-      case CBits::f64: return "double";
-      case CBits::i64: return "longlong";
-    }
-    return "";
   }
 };
 

@@ -32,7 +32,7 @@ class OpenCLDialect final : public CDialect {
   const char* u64Suffix() const override { return "UL"; }
 
   std::string bitcast(CBits, CBits to, const std::string& expr) const override {
-    return fmt::format("as_{}({})", bitsName(to), expr);
+    return fmt::format("as_{}({})", bitsTypeName(to, "long"), expr);
   }
   // Overloaded on float and double; correctly rounded with the build options.
   std::string sqrt(DType, const std::string& arg) const override { return fmt::format("sqrt({})", arg); }
@@ -83,18 +83,6 @@ class OpenCLDialect final : public CDialect {
   CReductionTree reductionTree() const override { return CReductionTree::localTree; }
   std::string shuffleDown(const std::string&, const std::string&) const override {
     KILN_ASSERT(false, "OpenCL C has no warp shuffles on the devices kiln targets");
-    return "";
-  }
-
- private:
-  static const char* bitsName(CBits b) {
-    switch (b) {
-      case CBits::f32: return "float";
-      case CBits::i32: return "int";
-      case CBits::u32: return "uint";
-      case CBits::f64: return "double";
-      case CBits::i64: return "long";
-    }
     return "";
   }
 };

@@ -1,6 +1,6 @@
 // Kernels and element values of every dtype, shared by the renderer tests
-// (llvm_dtypes_test.cpp runs them against the C++ evaluator; the CUDA tests
-// compile them with NVRTC): every elementwise op on every dtype the registry
+// (llvm_dtypes_test.cpp runs them against the C++ evaluator; the GPU tests
+// of gpu_kernel_cases.h build and run them): every elementwise op on every dtype the registry
 // lets it take, cast between every pair of dtypes, buffers of raw elements
 // with special and random values, and element-wise comparison in which every
 // NaN equals every other.
@@ -79,6 +79,17 @@ inline Kernel oneOpKernel(const OpCase& c) {
   k.params.push_back({c.out, true, InnerStride::one});
   k.body.push_back(op(c.op, operands, c.attrs, c.out));
   k.body.push_back(store(static_cast<int>(c.in.size()), static_cast<int>(c.in.size()), c.out));
+  return k;
+}
+
+/// A reduction kernel over rank-2 [rows, cols], reducing cols: x (in) -> out (outer).
+inline Kernel rowKernel(const std::string& name, DType in, DType out, std::vector<ScalarInstr> body) {
+  Kernel k;
+  k.name = name;
+  k.rank = 2;
+  k.reduceRank = 1;
+  k.params = {{in, false, InnerStride::one, false}, {out, true, InnerStride::zero, true}};
+  k.body = std::move(body);
   return k;
 }
 

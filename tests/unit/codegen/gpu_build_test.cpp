@@ -61,16 +61,6 @@ void buildForSm(const std::vector<Kernel>& kernels, int sm, size_t batch) {
   }
 }
 
-/// Every kind of kernel: the hand-made ones and those of traced programs.
-std::vector<Kernel> kernelKinds() {
-  std::vector<Kernel> kinds = elementwiseKernels();
-  for (Kernel& k : reductionKernels()) kinds.push_back(std::move(k));
-  std::set<std::string> seen;
-  for (LoweredCase& c : loweredCases())
-    if (seen.insert(c.lowered.kernel.name).second) kinds.push_back(std::move(c.lowered.kernel));
-  return kinds;
-}
-
 // Three tests, which ctest runs in parallel.
 TEST(GpuBuild, NvrtcBuildsEveryKindForSm80) {
   SKIP_WITHOUT_NVRTC();

@@ -148,16 +148,6 @@ Kernel compareToBool() {
 
 // --- Reduction kernels. ---
 
-Kernel rowKernel(const std::string& name, DType in, DType out, std::vector<ScalarInstr> body) {
-  Kernel k;
-  k.name = name;
-  k.rank = 2;
-  k.reduceRank = 1;
-  k.params = {{in, false, InnerStride::one, false}, {out, true, InnerStride::zero, true}};
-  k.body = std::move(body);
-  return k;
-}
-
 /// sum of `d` as the lowering writes it: floats accumulate in f64, integers
 /// and bool in i64; bool and i32 sums are i64.
 Kernel sumKernel(DType d) {
@@ -307,12 +297,17 @@ std::vector<LoweredCase> loweredCases() {
   return out;
 }
 
-std::vector<Kernel> allGpuKernels() {
+std::vector<Kernel> kernelKinds() {
   std::vector<Kernel> ks = elementwiseKernels();
   for (Kernel& k : reductionKernels()) ks.push_back(std::move(k));
   std::set<std::string> names;
   for (LoweredCase& c : loweredCases())
     if (names.insert(c.lowered.kernel.name).second) ks.push_back(std::move(c.lowered.kernel));
+  return ks;
+}
+
+std::vector<Kernel> allGpuKernels() {
+  std::vector<Kernel> ks = kernelKinds();
   for (const OpCase& c : allOpCases()) ks.push_back(oneOpKernel(c));
   return ks;
 }

@@ -46,8 +46,9 @@ struct LoweredCase {
 /// a layer norm backward, a column sum and transposed/sliced elementwise reads.
 std::vector<LoweredCase> loweredCases();
 
-/// Every kernel of the three lists above and a one-op kernel per OpCase of
-/// dtype_cases.h; names are unique.
+/// Every kernel of the three lists above (once each: names are unique).
+std::vector<Kernel> kernelKinds();
+/// kernelKinds() and a one-op kernel per OpCase of dtype_cases.h.
 std::vector<Kernel> allGpuKernels();
 
 /// One launch of a kernel over concrete buffers.

@@ -20,12 +20,14 @@
 #include "codegen/cpu_compiler.h"
 #include "codegen/kernel.h"
 #include "common/run_in_pieces.h"
+#include "unit/codegen/dtype_cases.h"
 
 namespace kiln::codegen {
 namespace {
 
 using namespace instr;
 using ir::Op;
+using testing::rowKernel;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
@@ -40,7 +42,7 @@ template <class Out>
 std::vector<Out> runRows(const Kernel& k, std::vector<void*> inputs, int64_t rows, int64_t outPerRow,
                          const std::vector<int64_t>& args, std::vector<int64_t> cuts = {}) {
   const auto [whole, pieces] = runWholeAndInPieces<Out>(k, std::move(inputs), rows,
-                                                       static_cast<size_t>(rows * outPerRow), args, std::move(cuts));
+                                                        static_cast<size_t>(rows * outPerRow), args, std::move(cuts));
   for (size_t i = 0; i < whole.size(); ++i) {
     if constexpr (std::is_same_v<Out, float>)
       EXPECT_TRUE(sameBits(whole[i], pieces[i])) << "element " << i << " depends on the split";
@@ -48,17 +50,6 @@ std::vector<Out> runRows(const Kernel& k, std::vector<void*> inputs, int64_t row
       EXPECT_EQ(whole[i], pieces[i]) << "element " << i << " depends on the split";
   }
   return whole;
-}
-
-/// A reduction kernel over rank-2 [rows, cols], reducing cols: x (in) -> out (outer).
-Kernel rowKernel(const std::string& name, DType in, DType out, std::vector<ScalarInstr> body) {
-  Kernel k;
-  k.name = name;
-  k.rank = 2;
-  k.reduceRank = 1;
-  k.params = {{in, false, InnerStride::one, false}, {out, true, InnerStride::zero, true}};
-  k.body = std::move(body);
-  return k;
 }
 
 /// sizes [rows, cols], x contiguous, out one per row.
