@@ -1,9 +1,9 @@
 // dropout in kernels: the index space lowering gives it (the element's
 // row-major index in dropout's own result, through broadcasting into a
 // larger fused domain, transposed operands and coalescing), CPU kernels run
-// against a reference written with runtime::philox4x32_10, the kernel
-// checker's rules for index operands, and CUDA C that NVRTC compiles for
-// every float dtype.
+// against a reference written with runtime::philox4x32_10, and the kernel
+// checker's rules for index operands. (GPU kernels with dropout, of every
+// float dtype, are built and run by the tests of gpu_kernel_cases.h.)
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -11,11 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "codegen/c_renderer.h"
 #include "codegen/codegen.h"
 #include "codegen/cpu_compiler.h"
 #include "codegen/kernel.h"
-#include "codegen/nvrtc_compiler.h"
 #include "common/graph_builders.h"
 #include "frontend/kiln.h"
 #include "passes/passes.h"
@@ -261,30 +259,6 @@ TEST(DropoutKernel, AStridedIndexSpaceDrawsPerElement) {
   seedPerElement.indexSpaces = {InnerStride::one};
   seedPerElement.params[1].inner = InnerStride::one;
   EXPECT_EQ(renderLlvmIr(seedPerElement).find(".draw"), std::string::npos);
-}
-
-TEST(DropoutKernel, CudaCForEveryFloatDTypeCompilesWithNvrtc) {
-  std::string why;
-  const bool nvrtc = nvrtcAvailable(&why);
-  for (DType d : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
-    const ir::TensorType t{d, {64, 96}, Device::cpu()};
-    auto g = fusionGraph({t, kI64, kI64}, [](ir::Graph& body) {
-      ir::Value* r = testutil::un(body, Op::relu, body.input(0));
-      ir::Value* x = dropout(body, r, body.input(1), body.input(2), 0.1);
-      return testutil::bin(body, Op::mul, x, body.input(0));
-    });
-    const Kernel k = lowerFusion(*g->nodes().at(0)).kernel;
-    const std::string src = renderCudaC(k);
-    EXPECT_NE(src.find("long long indexStrides[1][1];"), std::string::npos) << src;
-    EXPECT_NE(src.find("const long long ix0 = i0;"), std::string::npos) << src;
-    for (const char* banned : {"fmaf(", "fma("}) EXPECT_EQ(src.find(banned), std::string::npos) << src;
-    if (!nvrtc) continue;
-    for (int sm : {80, 90}) {
-      const CudaBinary bin = compileCudaToCubin(src, k.name, sm);
-      EXPECT_FALSE(bin.cubin.empty()) << dtypeName(d) << " sm_" << sm;
-    }
-  }
-  if (!nvrtc) GTEST_SKIP() << "rendered, not compiled: no NVRTC: " << why;
 }
 
 }  // namespace

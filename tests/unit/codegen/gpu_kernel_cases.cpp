@@ -292,8 +292,21 @@ std::vector<LoweredCase> loweredCases() {
   addLowered(out, "cross_entropy", [](const Tensor& x, const Tensor& t) { return crossEntropy(x, t); },
              {f32({16, 10}), type(DType::i64, {16})});
   addLowered(out, "column_sum", [](const Tensor& x) { return sum(x, {0}); }, {f32({300, 40})});
+  addLowered(out, "layer_norm_backward",
+             [](const Tensor& x, const Tensor& w, const Tensor& g) {
+               Tensor xx = x.detach().setRequiresGrad(), ww = w.detach().setRequiresGrad();
+               layerNorm(xx, {256}, ww, Tensor()).backward(g);
+               return std::vector<Tensor>{xx.grad(), ww.grad()};
+             },
+             {f32({32, 256}), f32({256}), f32({32, 256})});
   addLowered(out, "transposed_mul", [](const Tensor& x, const Tensor& y) { return x.t().narrow(1, 1, 8) * y; },
              {f32({10, 6}), f32({6, 8})});
+  // One copy kernel per piece, each writing its slice, one of them transposed.
+  addLowered(out, "cat",
+             [](const Tensor& x, const Tensor& y) {
+               return cat({x, y.t()}, 0);
+             },
+             {f32({2, 3}), f32({3, 2})});
   return out;
 }
 

@@ -43,7 +43,8 @@ struct LoweredCase {
 };
 /// The kernels kiln::compile makes of softmax, log_softmax, layer_norm (f32
 /// and f16), relu -> dropout -> layer_norm and its backward, cross_entropy,
-/// a layer norm backward, a column sum and transposed/sliced elementwise reads.
+/// a layer norm backward, a column sum, transposed/sliced elementwise reads
+/// and a cat.
 std::vector<LoweredCase> loweredCases();
 
 /// Every kernel of the three lists above (once each: names are unique).
