@@ -348,11 +348,19 @@ class ElementwiseWriter {
 
 }  // namespace
 
-int64_t LaunchShape::groups(int64_t numel, int64_t maxGroups) const {
+int64_t GpuLaunch::groups(int64_t numel, int64_t maxGroups) const {
   if (numel <= 0) return 0;
   const int64_t units = unit == Unit::vector4 ? (numel + 3) / 4 : numel;
   const int64_t groups = unit == Unit::row ? units : (units + localSize - 1) / localSize;
   return std::clamp<int64_t>(groups, 1, std::max<int64_t>(1, maxGroups));
+}
+
+runtime::LaunchShape GpuLaunch::shape(int64_t numel, int64_t maxGroups) const {
+  runtime::LaunchShape s;
+  s.numel = numel;
+  s.grid = {groups(numel, maxGroups), 1, 1};
+  s.block = {localSize, 1, 1};
+  return s;
 }
 
 RenderedKernel renderGpuKernel(const Kernel& kernel, const CDialect& d) {
@@ -368,11 +376,11 @@ RenderedKernel renderGpuKernel(const Kernel& kernel, const CDialect& d) {
   r.numBuffers = kernel.numParams();
   r.argWords = kernel.rank * (1 + kernel.numStrided()) + 1 + (d.offsetsInArgs() ? kernel.numParams() : 0);
   if (kernel.isReduction()) {
-    r.launch.unit = LaunchShape::Unit::row;
+    r.launch.unit = GpuLaunch::Unit::row;
     r.launch.localSizeRequired = true;
     r.source = ccg::renderReduction(kernel, d, r.launch.sharedBytes);
   } else {
-    r.launch.unit = vectorizes(kernel) ? LaunchShape::Unit::vector4 : LaunchShape::Unit::element;
+    r.launch.unit = vectorizes(kernel) ? GpuLaunch::Unit::vector4 : GpuLaunch::Unit::element;
     r.source = ElementwiseWriter(kernel, d).render();
   }
   return r;

@@ -28,6 +28,7 @@
 
 #include "codegen/c_dialect.h"
 #include "codegen/kernel.h"
+#include "runtime/device_interface.h"
 
 namespace kiln::codegen {
 
@@ -39,11 +40,12 @@ namespace kiln::codegen {
 constexpr int kGpuLocalSize = 256;
 
 /// How a rendered kernel is launched: what a driver needs besides the
-/// source, the entry point and the args (codegen/kernel.h, "GPU ABI").
-/// Every kernel loops over its work with a stride of the whole launch
-/// (grid-stride loops), so any number of work-groups computes the whole
-/// domain, and no work-item returns early.
-struct LaunchShape {
+/// source, the entry point and the args (codegen/kernel.h, "GPU ABI"), from
+/// which shape() makes the runtime::LaunchShape of a launch. Every kernel
+/// loops over its work with a stride of the whole launch (grid-stride
+/// loops), so any number of work-groups computes the whole domain, and no
+/// work-item returns early.
+struct GpuLaunch {
   /// What one work-item (elementwise) or work-group (rows) takes per step of its loop.
   enum class Unit : uint8_t {
     element,  ///< one element of the domain
@@ -55,8 +57,8 @@ struct LaunchShape {
   int localSize = kGpuLocalSize;
   /// The kernel only runs correctly with exactly localSize (reductions).
   bool localSizeRequired = false;
-  /// Bytes of shared/local memory the kernel declares itself (static; no
-  /// dynamic shared memory is needed).
+  /// Bytes of shared/local memory the kernel declares itself (static
+  /// arrays: a launch passes no dynamic shared memory).
   int64_t sharedBytes = 0;
 
   /// Work-groups for a launch over LaunchArgs::numel = `numel` (elements,
@@ -66,13 +68,16 @@ struct LaunchShape {
   int64_t groups(int64_t numel, int64_t maxGroups) const;
   /// OpenCL's global size: groups * localSize (uniform work-groups).
   int64_t globalSize(int64_t numel, int64_t maxGroups) const { return groups(numel, maxGroups) * localSize; }
+  /// The launch over `numel` as the device interface takes it: groups(numel,
+  /// maxGroups) blocks of localSize threads, no dynamic shared memory.
+  runtime::LaunchShape shape(int64_t numel, int64_t maxGroups) const;
 };
 
 /// A kernel rendered for one dialect.
 struct RenderedKernel {
   std::string name;    ///< the entry point (Kernel::name)
   std::string source;  ///< one self-contained translation unit; several may be concatenated into one
-  LaunchShape launch;
+  GpuLaunch launch;
   /// Buffer parameters, which come first (one per kernel parameter); the
   /// args struct is the one parameter after them.
   int numBuffers = 0;

@@ -55,7 +55,7 @@
 //             a.offsets[k] (elements) to pk first.
 // Every kernel loops with the stride of the whole launch, so any number of
 // work-groups is valid, and records the launch shape it expects
-// (codegen::LaunchShape: work-items per group, what a work-item or group
+// (codegen::GpuLaunch: work-items per group, what a work-item or group
 // takes per step, shared memory). Elementwise kernels: a grid-stride loop
 // over [0, numel).
 //

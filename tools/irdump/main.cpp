@@ -192,9 +192,9 @@ bool parseArgs(int argc, char** argv, Options& o) {
 /// The kernel's source in dialect `d`, after a comment with its launch shape.
 std::string gpuSource(const codegen::Kernel& kernel, const codegen::CDialect& d) {
   const codegen::RenderedKernel r = codegen::renderGpuKernel(kernel, d);
-  const char* unit = r.launch.unit == codegen::LaunchShape::Unit::row       ? "a row per work-group"
-                     : r.launch.unit == codegen::LaunchShape::Unit::vector4 ? "4 elements per work-item"
-                                                                            : "an element per work-item";
+  const char* unit = r.launch.unit == codegen::GpuLaunch::Unit::row       ? "a row per work-group"
+                     : r.launch.unit == codegen::GpuLaunch::Unit::vector4 ? "4 elements per work-item"
+                                                                          : "an element per work-item";
   return fmt::format("// launch: {} work-items per group{}, {}, {} bytes of shared memory, {} argument words\n{}",
                      r.launch.localSize, r.launch.localSizeRequired ? " (required)" : "", unit, r.launch.sharedBytes,
                      r.argWords, r.source);

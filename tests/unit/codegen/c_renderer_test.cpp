@@ -229,18 +229,18 @@ const Kernel& named(const std::string& name) {
   throw std::runtime_error("no kernel " + name);
 }
 
-TEST(CRenderer, LaunchShapesSayWhatTheKernelsExpect) {
+TEST(CRenderer, LaunchesSayWhatTheKernelsExpect) {
   const RenderedKernel vector = renderGpuKernel(named("kiln_every_op"), openclDialect());
-  EXPECT_EQ(vector.launch.unit, LaunchShape::Unit::vector4);
+  EXPECT_EQ(vector.launch.unit, GpuLaunch::Unit::vector4);
   EXPECT_FALSE(vector.launch.localSizeRequired);
   EXPECT_EQ(vector.launch.sharedBytes, 0);
   const RenderedKernel strided = renderGpuKernel(named("kiln_add_bias_n"), cudaDialect());
-  EXPECT_EQ(strided.launch.unit, LaunchShape::Unit::element);
+  EXPECT_EQ(strided.launch.unit, GpuLaunch::Unit::element);
   // Reductions require their group size and declare their trees' memory:
   // argmax of f32 a float and an index per warp (CUDA) or per work-item (OpenCL).
   for (const auto& [d, bytes] : {std::pair{&cudaDialect(), 32 * (4 + 8)}, std::pair{&openclDialect(), 256 * (4 + 8)}}) {
     const RenderedKernel argmax = renderGpuKernel(named("kiln_argmax_f32"), *d);
-    EXPECT_EQ(argmax.launch.unit, LaunchShape::Unit::row);
+    EXPECT_EQ(argmax.launch.unit, GpuLaunch::Unit::row);
     EXPECT_TRUE(argmax.launch.localSizeRequired);
     EXPECT_EQ(argmax.launch.localSize, 256);
     EXPECT_EQ(argmax.launch.sharedBytes, bytes) << d->name();
@@ -259,6 +259,12 @@ TEST(CRenderer, LaunchShapesSayWhatTheKernelsExpect) {
   EXPECT_EQ(rows.launch.groups(23, 100), 23);
   EXPECT_EQ(rows.launch.groups(23, 5), 5);
   for (const RenderedKernel* r : {&vector, &strided, &rows}) EXPECT_EQ(r->launch.groups(0, 100), 0);
+  // As the device interface takes it: static shared memory is the kernel's own.
+  const runtime::LaunchShape shape = rows.launch.shape(23, 5);
+  EXPECT_EQ(shape.numel, 23);
+  EXPECT_EQ(shape.grid, (std::array<int64_t, 3>{5, 1, 1}));
+  EXPECT_EQ(shape.block, (std::array<int64_t, 3>{256, 1, 1}));
+  EXPECT_EQ(shape.sharedBytes, 0u);
 }
 
 TEST(CRenderer, ArgumentWordsAreTheLaunchArgsThenNumelThenOpenCLOffsets) {
