@@ -26,16 +26,8 @@
 //
 // A one-pass kernel whose rows are columns (a sum over the outer dim) walks
 // blocks of neighbouring output rows together instead (Note [Column tiles]).
-#include <llvm/IR/BasicBlock.h>
-#include <llvm/IR/Function.h>
-#include <llvm/IR/Instructions.h>
-#include <llvm/IR/Metadata.h>
+#include "codegen/llvm_reduction.h"
 
-#include <functional>
-#include <string>
-#include <vector>
-
-#include "codegen/llvm_builder.h"
 #include "codegen/llvm_draws.h"
 #include "codegen/llvm_module.h"
 #include "runtime/error.h"
@@ -71,809 +63,472 @@ namespace {
 constexpr int kSumLanes = 8;
 constexpr int kSumInterleave = 4;
 
-// Note [Column tiles]: in a kernel whose rows are columns (sum(x, {0}) of
-// an [R, C] x: C output rows, each a column walked with a stride of C
-// elements), the row loop reads one element per cache line, and Note [Fixed
-// summation order] keeps it sequential, so a column sum ran ~50x slower
-// than a row sum. Such a kernel instead computes a block of up to
-// kColumnTile neighbouring output rows (columns) c..c+T at once:
-//
-//   for t < T: acc[t] = identity
-//   for each reduced index r, in the row's order:   (the same nest as rowLoop)
-//     for t < T: acc[t] = fold(acc[t], value(r, c + t))   <- vectorized
-//   for t < T: epilogue and stores of output row c + t, from acc[t]
-//
-// The innermost loop runs across columns, so its loads are contiguous (a
-// whole run of a row of x per r) and the loop vectorizer vectorizes it with
-// T independent accumulators kept in a stack array: lane t only ever adds
-// into acc[t]. There is no reduction across lanes, so nothing reassociates:
-// each column is still folded in sequence, r = 0, 1, 2, ..., with the same
-// accumulator dtype, the same plain `fadd` (no `reassoc`, as in every
-// strided kernel) and the same formulas for every value, so each output
-// bit equals what the row loop computes. Eager and compiled kernels take
-// the same decision from the same arguments, and both orders are the one
-// the row loop has, so Note [Eager equals compiled] holds whichever path a
-// launch takes.
-//
-// Scope, decided when rendering (columnTiles_): a kernel with a row param
-// of inner stride `any` (whose float sums are sequential; elsewhere the
-// vectorized order of Note [Fixed summation order] must not change), one
-// pass (no stash, no value needing a reduction's result along the row), no
-// argmax (its search loop is per row) and no row stores. Each param and
-// index space the block's pass reads (row params, index spaces, outer
-// params whose values the row values use) gets the stride it must have
-// along the innermost outer dim for the block to read it contiguously
-// (tileStride_): 0 when it is contiguous along the row (a per-row-of-x
-// mean or rstd, broadcast across columns), else 1 (x itself, a per-column
-// weight). At run time a launch takes blocks only where each of those
-// strides matches (a strided or transposed view, a slice with a step,
-// falls back to the row loop for the whole launch); a block never crosses
-// the end of [begin, end) nor of a run of the innermost outer dim, and a
-// piece shorter than kMinColumnTile (a tail) takes the row loop. Outer
-// values that row values use are recomputed per element inside the block;
-// the epilogue computes each column's outer values and stores with the
-// launch's own strides (offsets are linear within a run), so outputs and
-// per-column operands of any layout (an optimizer's broadcast scalars) are
-// fine.
-//
-// CUDA reductions are untouched: a block per row still walks a column with
-// a stride (docs/fusion.md, "Limits").
-constexpr int64_t kColumnTile = 256;
-constexpr int64_t kMinColumnTile = 8;
-
 // The stash of Note [Stashed row values] (codegen/kernel.cpp): the row's
 // stashed values in their compute types, on the stack, sized for
 // Kernel::maxRowLength elements; a kernel whose bound needs more than
 // kStashBytes recomputes instead.
 constexpr int64_t kStashBytes = 64 * 1024;
 
-/// Per pass: the row instructions to evaluate, in body order, and which of
-/// them come from the stash (load) or go to it (store).
-struct PassPlan {
-  std::vector<int> todo;
-  std::vector<bool> load, store;
-};
+}  // namespace
 
-class ReductionRenderer {
- public:
-  ReductionRenderer(const Kernel& kernel, llvm::Module& module)
-      : k_(kernel),
-        m_(module),
-        ctx_(module.getContext()),
-        ir_(ctx_),
-        i64_(llvm::Type::getInt64Ty(ctx_)),
-        st_(kernelStages(kernel)) {
-    for (const KernelParam& p : kernel.params) stridedRows_ = stridedRows_ || (!p.outer && p.inner == InnerStride::any);
-    columnTiles_ = stridedRows_ && st_.numPasses == 1;
-    for (size_t i = 0; i < kernel.body.size(); ++i) {
-      const ScalarInstr& in = kernel.body[i];
-      if (in.kind == ScalarInstr::Kind::reduce && in.reduceOp == ReduceOp::argmax) columnTiles_ = false;
-      if (in.kind == ScalarInstr::Kind::store && st_.row[i]) columnTiles_ = false;
-    }
-    for (int p = 0; p < kernel.numStrided(); ++p) {
-      const bool outer = p < kernel.numParams() && kernel.params[p].outer;
-      const InnerStride inner =
-          p < kernel.numParams() ? kernel.params[p].inner : kernel.indexSpaces[p - kernel.numParams()];
-      tileStride_.push_back(!outer && inner == InnerStride::one ? 0 : 1);
-      tileReads_.push_back(!outer);
-    }
-    // The outer values the pass's row values use, and the outer params they load.
-    if (columnTiles_) {
-      tileOuter_.assign(kernel.body.size(), false);
-      for (int i : st_.pass[0])
-        for (int o : kernel.body[i].operands) tileOuter_[o] = !st_.row[o];
-      for (int i = static_cast<int>(kernel.body.size()) - 1; i >= 0; --i) {
-        if (!tileOuter_[i]) continue;
-        for (int o : kernel.body[i].operands) tileOuter_[o] = true;
-        if (kernel.body[i].kind == ScalarInstr::Kind::load) tileReads_[kernel.body[i].param] = true;
+ReductionRenderer::ReductionRenderer(const Kernel& kernel, llvm::Module& module)
+    : k_(kernel),
+      m_(module),
+      ctx_(module.getContext()),
+      ir_(ctx_),
+      i64_(llvm::Type::getInt64Ty(ctx_)),
+      st_(kernelStages(kernel)) {
+  for (const KernelParam& p : kernel.params) stridedRows_ = stridedRows_ || (!p.outer && p.inner == InnerStride::any);
+  planColumnTiles();
+}
+
+llvm::Value* ReductionRenderer::identity(const ScalarInstr& r) {
+  const DType d = ir::formulas::computeDType(k_.body[r.operands[0]].dtype);
+  llvm::Type* t = computeType(d);
+  const bool isMin = r.reduceOp == ReduceOp::min;
+  switch (r.reduceOp) {
+    case ReduceOp::sum: return t->isFloatingPointTy() ? llvm::ConstantFP::get(t, 0.0) : llvm::ConstantInt::get(t, 0);
+    case ReduceOp::max:
+    case ReduceOp::min:
+    case ReduceOp::argmax:
+      if (t->isFloatingPointTy()) return llvm::ConstantFP::getInfinity(t, !isMin);
+      if (d == DType::boolean) return ir_.getInt1(isMin);
+      return isMin ? llvm::ConstantInt::get(t, llvm::APInt::getSignedMaxValue(t->getIntegerBitWidth()))
+                   : llvm::ConstantInt::get(t, llvm::APInt::getSignedMinValue(t->getIntegerBitWidth()));
+  }
+  return nullptr;
+}
+
+void ReductionRenderer::fold(const ScalarInstr& r, llvm::Value* acc, llvm::Value* v) {
+  llvm::Value* a = ir_.CreateLoad(v->getType(), acc);
+  const bool isFloat = v->getType()->isFloatingPointTy();
+  const bool isBool = v->getType()->isIntegerTy(1);
+  llvm::Value* out = nullptr;
+  switch (r.reduceOp) {
+    case ReduceOp::sum:
+      if (isFloat) {
+        // The one fast-math flag: the vectorizer may keep partial sums.
+        out = ir_.CreateFAdd(a, v);
+        if (!stridedRows_) llvm::cast<llvm::Instruction>(out)->setHasAllowReassoc(true);
+      } else {
+        out = ir_.CreateAdd(a, v);
       }
-    }
+      break;
+    case ReduceOp::max:
+    case ReduceOp::argmax:
+      out = isFloat  ? ir_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, a, v)
+            : isBool ? ir_.CreateOr(a, v)
+                     : ir_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, a, v);
+      break;
+    case ReduceOp::min:
+      out = isFloat  ? ir_.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, a, v)
+            : isBool ? ir_.CreateAnd(a, v)
+                     : ir_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, a, v);
+      break;
   }
+  ir_.CreateStore(out, acc);
+}
 
-  void render() { renderEntry(k_, m_, renderBody()); }
+llvm::Function* ReductionRenderer::renderBody() {
+  const int rank = k_.rank, outerRank = k_.outerRank(), numParams = k_.numParams();
+  fn_ = declareBody(k_, m_);
+  llvm::Argument* begin = fn_->getArg(static_cast<unsigned>(numParams) + 1);
+  end_ = fn_->getArg(static_cast<unsigned>(numParams) + 2);
 
- private:
-  llvm::Value* zero() { return ir_.getInt64(0); }
+  auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
+  auto* start = llvm::BasicBlock::Create(ctx_, "start", fn_);
+  exit_ = llvm::BasicBlock::Create(ctx_, "exit", fn_);
 
-  /// The compute type of dtype `d` (f16 and bf16 compute in f32).
-  llvm::Type* computeType(DType d) {
-    LlvmScalarBuilder b{ir_};
-    return b.type(ir::formulas::computeDType(d));
+  ir_.SetInsertPoint(entry);
+  KernelArgValues args = loadKernelArgs(ir_, k_, fn_->getArg(static_cast<unsigned>(numParams)));
+  sizes_ = std::move(args.sizes);
+  strides_ = std::move(args.strides);  // params, then index spaces
+  rowLength_ = sizes_[outerRank];
+  for (int d = outerRank + 1; d < rank; ++d) rowLength_ = ir_.CreateNSWMul(rowLength_, sizes_[d]);
+  rowLength_->setName("row.length");
+  allocateLocals();
+  llvm::Value* tilesOk = allocateTiles();
+  // Nothing to do for an empty range or an empty outer domain; rows of
+  // no elements are fine (every pass is skipped).
+  const std::vector<PassPlan> plans = allocateStash();
+  emitRangeStart(ir_, begin, end_, std::vector<llvm::Value*>(sizes_.begin(), sizes_.begin() + outerRank), idx_, start,
+                 exit_);
+  ir_.CreateStore(begin, pos_);
+  if (stash_) {
+    // Lowering bounds every launch's rows (Kernel::maxRowLength); a longer
+    // row would overflow the stash: a kiln bug, so trap rather than write.
+    auto* fits = llvm::BasicBlock::Create(ctx_, "stash.fits", fn_);
+    auto* tooLong = llvm::BasicBlock::Create(ctx_, "stash.too.long", fn_);
+    ir_.CreateCondBr(ir_.CreateICmpSLE(rowLength_, ir_.getInt64(k_.maxRowLength)), fits, tooLong);
+    ir_.SetInsertPoint(tooLong);
+    ir_.CreateIntrinsic(llvm::Intrinsic::trap, {}, {});
+    ir_.CreateUnreachable();
+    ir_.SetInsertPoint(fits);
   }
+  emitRows(stash_ ? "stash." : "", plans, tilesOk);
 
-  /// The value `r` folds from: 0, -inf/INT_MIN/false for max (and argmax),
-  /// +inf/INT_MAX/true for min.
-  llvm::Value* identity(const ScalarInstr& r) {
-    const DType d = ir::formulas::computeDType(k_.body[r.operands[0]].dtype);
-    llvm::Type* t = computeType(d);
-    const bool isMin = r.reduceOp == ReduceOp::min;
-    switch (r.reduceOp) {
-      case ReduceOp::sum: return t->isFloatingPointTy() ? llvm::ConstantFP::get(t, 0.0) : llvm::ConstantInt::get(t, 0);
-      case ReduceOp::max:
-      case ReduceOp::min:
-      case ReduceOp::argmax:
-        if (t->isFloatingPointTy()) return llvm::ConstantFP::getInfinity(t, !isMin);
-        if (d == DType::boolean) return ir_.getInt1(isMin);
-        return isMin ? llvm::ConstantInt::get(t, llvm::APInt::getSignedMaxValue(t->getIntegerBitWidth()))
-                     : llvm::ConstantInt::get(t, llvm::APInt::getSignedMinValue(t->getIntegerBitWidth()));
-    }
-    return nullptr;
-  }
+  ir_.SetInsertPoint(exit_);
+  ir_.CreateRetVoid();
+  return fn_;
+}
 
-  /// The accumulator at `acc` (of reduce r's compute type) folded with v
-  /// (argmax folds the maximum; searchFirst finds it).
-  void fold(const ScalarInstr& r, llvm::Value* acc, llvm::Value* v) {
-    llvm::Value* a = ir_.CreateLoad(v->getType(), acc);
-    const bool isFloat = v->getType()->isFloatingPointTy();
-    const bool isBool = v->getType()->isIntegerTy(1);
-    llvm::Value* out = nullptr;
-    switch (r.reduceOp) {
-      case ReduceOp::sum:
-        if (isFloat) {
-          // The one fast-math flag: the vectorizer may keep partial sums.
-          out = ir_.CreateFAdd(a, v);
-          if (!stridedRows_) llvm::cast<llvm::Instruction>(out)->setHasAllowReassoc(true);
-        } else {
-          out = ir_.CreateAdd(a, v);
-        }
-        break;
-      case ReduceOp::max:
-      case ReduceOp::argmax:
-        out = isFloat  ? ir_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, a, v)
-              : isBool ? ir_.CreateOr(a, v)
-                       : ir_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, a, v);
-        break;
-      case ReduceOp::min:
-        out = isFloat  ? ir_.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, a, v)
-              : isBool ? ir_.CreateAnd(a, v)
-                       : ir_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, a, v);
-        break;
-    }
-    ir_.CreateStore(out, acc);
-  }
-
-  /// The body: its arguments, the allocas of allocateLocals, allocateTiles
-  /// and allocateStash, then the loop over the range's rows (emitRows).
-  llvm::Function* renderBody() {
-    const int rank = k_.rank, outerRank = k_.outerRank(), numParams = k_.numParams();
-    fn_ = declareBody(k_, m_);
-    llvm::Argument* begin = fn_->getArg(static_cast<unsigned>(numParams) + 1);
-    end_ = fn_->getArg(static_cast<unsigned>(numParams) + 2);
-
-    auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
-    auto* start = llvm::BasicBlock::Create(ctx_, "start", fn_);
-    exit_ = llvm::BasicBlock::Create(ctx_, "exit", fn_);
-
-    ir_.SetInsertPoint(entry);
-    KernelArgValues args = loadKernelArgs(ir_, k_, fn_->getArg(static_cast<unsigned>(numParams)));
-    sizes_ = std::move(args.sizes);
-    strides_ = std::move(args.strides);  // params, then index spaces
-    rowLength_ = sizes_[outerRank];
-    for (int d = outerRank + 1; d < rank; ++d) rowLength_ = ir_.CreateNSWMul(rowLength_, sizes_[d]);
-    rowLength_->setName("row.length");
-    allocateLocals();
-    llvm::Value* tilesOk = allocateTiles();
-    // Nothing to do for an empty range or an empty outer domain; rows of
-    // no elements are fine (every pass is skipped).
-    const std::vector<PassPlan> plans = allocateStash();
-    emitRangeStart(ir_, begin, end_, std::vector<llvm::Value*>(sizes_.begin(), sizes_.begin() + outerRank), idx_, start,
-                   exit_);
-    ir_.CreateStore(begin, pos_);
-    if (stash_) {
-      // Lowering bounds every launch's rows (Kernel::maxRowLength); a longer
-      // row would overflow the stash: a kiln bug, so trap rather than write.
-      auto* fits = llvm::BasicBlock::Create(ctx_, "stash.fits", fn_);
-      auto* tooLong = llvm::BasicBlock::Create(ctx_, "stash.too.long", fn_);
-      ir_.CreateCondBr(ir_.CreateICmpSLE(rowLength_, ir_.getInt64(k_.maxRowLength)), fits, tooLong);
-      ir_.SetInsertPoint(tooLong);
-      ir_.CreateIntrinsic(llvm::Intrinsic::trap, {}, {});
-      ir_.CreateUnreachable();
-      ir_.SetInsertPoint(fits);
-    }
-    emitRows(stash_ ? "stash." : "", plans, tilesOk);
-
-    ir_.SetInsertPoint(exit_);
-    ir_.CreateRetVoid();
-    return fn_;
-  }
-
-  /// Allocas, promoted by SROA: the outer multi-index, the reduced one, accumulators.
-  void allocateLocals() {
-    const int rank = k_.rank, outerRank = k_.outerRank();
-    const int count = static_cast<int>(k_.body.size());
-    idx_.assign(static_cast<size_t>(outerRank), nullptr);
-    for (int d = 0; d < outerRank; ++d) idx_[d] = ir_.CreateAlloca(i64_, nullptr, "idx" + std::to_string(d));
-    pos_ = ir_.CreateAlloca(i64_, nullptr, "pos");
-    for (int d = outerRank; d < rank - 1; ++d)
-      ridx_.push_back(ir_.CreateAlloca(i64_, nullptr, "ridx" + std::to_string(d)));
-    rflat_ = ir_.CreateAlloca(i64_, nullptr, "rflat");
-    acc_.assign(static_cast<size_t>(count), nullptr);
-    accIndex_.assign(static_cast<size_t>(count), nullptr);
-    for (int i = 0; i < count; ++i) {
-      const ScalarInstr& in = k_.body[i];
-      if (in.kind != ScalarInstr::Kind::reduce) continue;
-      acc_[i] = ir_.CreateAlloca(computeType(k_.body[in.operands[0]].dtype), nullptr, "acc" + std::to_string(i));
-      if (in.reduceOp == ReduceOp::argmax)
-        accIndex_[i] = ir_.CreateAlloca(i64_, nullptr, "acc" + std::to_string(i) + ".index");
-    }
-  }
-
-  /// Column tiles (Note [Column tiles]): a block's accumulators, and
-  /// whether this launch's strides let it take blocks (null without tiles).
-  llvm::Value* allocateTiles() {
-    if (!columnTiles_) return nullptr;
-    const int count = static_cast<int>(k_.body.size());
-    accTile_.assign(static_cast<size_t>(count), nullptr);
-    for (int i = 0; i < count; ++i) {
-      if (!acc_[i]) continue;
-      auto* tile = ir_.CreateAlloca(llvm::ArrayType::get(acc_[i]->getAllocatedType(), kColumnTile), nullptr,
-                                    "acc" + std::to_string(i) + ".tile");
-      tile->setAlignment(llvm::Align(64));
-      accTile_[i] = tile;
-    }
-    llvm::Value* tilesOk = ir_.getTrue();
-    for (int p = 0; p < k_.numStrided(); ++p)
-      if (tileReads_[p])
-        tilesOk =
-            ir_.CreateAnd(tilesOk, ir_.CreateICmpEQ(strides_[p][k_.outerRank() - 1], ir_.getInt64(tileStride_[p])));
-    tilesOk->setName("tiles.ok");
-    return tilesOk;
-  }
-
-  /// The stash (Note [Stashed row values]), when the kernel's row bound
-  /// lets one fit, and the words of dropouts drawn by groups; returns the
-  /// passes' plans, with the stash or (else) recomputing.
-  std::vector<PassPlan> allocateStash() {
-    const int count = static_cast<int>(k_.body.size());
-    std::vector<PassPlan> plans = planPasses(k_.maxRowLength > 0);
-    const bool stash = stashRowBytes_ > 0 && k_.maxRowLength * stashRowBytes_ <= kStashBytes;
-    if (!stash) return planPasses(false);
-    llvm::AllocaInst* buffer =
-        ir_.CreateAlloca(llvm::ArrayType::get(ir_.getInt8Ty(), static_cast<uint64_t>(k_.maxRowLength * stashRowBytes_)),
-                         nullptr, "stash");
-    buffer->setAlignment(llvm::Align(64));
-    stash_ = buffer;
-    // Dropouts drawn by groups of four (Note [Draws by groups of four]): a
-    // run of the row is at most maxRowLength elements, which the check in
-    // renderBody holds every launch to, so one buffer holds a run's words.
-    draws_.assign(static_cast<size_t>(count), nullptr);
-    for (int i = 0; i < count; ++i) {
-      if (!drawsByGroups(k_, i)) continue;
-      auto* words = ir_.CreateAlloca(llvm::ArrayType::get(ir_.getInt32Ty(), static_cast<uint64_t>(k_.maxRowLength + 4)),
-                                     nullptr, "draws" + std::to_string(i));
-      words->setAlignment(llvm::Align(64));
-      draws_[static_cast<size_t>(i)] = words;
-    }
-    return plans;
-  }
-
-  /// The loop over the range's rows, with the passes of `plans`: a block of
-  /// columns where tilesOk allows (Note [Column tiles]), else one row.
-  void emitRows(const std::string& tag, const std::vector<PassPlan>& plans, llvm::Value* tilesOk) {
-    rowHeader_ = llvm::BasicBlock::Create(ctx_, tag + "row.header", fn_);
-    auto* rowBody = llvm::BasicBlock::Create(ctx_, tag + "row.body", fn_);
-    ir_.CreateBr(rowHeader_);
-    ir_.SetInsertPoint(rowHeader_);
-    i_ = ir_.CreateLoad(i64_, pos_, "i");
-    plans_ = plans;
-    if (tilesOk && !stash_)
-      emitTileCheck(tag, tilesOk, rowBody);
-    else
-      ir_.CreateCondBr(ir_.CreateICmpSLT(i_, end_), rowBody, exit_);
-
-    // One output row: the outer offsets, then the outer values and passes.
-    ir_.SetInsertPoint(rowBody);
-    const std::vector<llvm::Value*> index = outerBases();
-    values_.assign(k_.body.size(), nullptr);
-    for (int l = 0; l <= st_.numPasses; ++l) {
-      for (int instr : st_.before[l]) emitOuter(instr);
-      if (l < st_.numPasses) emitPass(l);
-    }
-    advance(index, ir_.getInt64(1));
-  }
-
-  /// A block of columns (Note [Column tiles]) where the strides allow one
-  /// and at least kMinColumnTile rows are left before the end of the range
-  /// and of the innermost outer dim's run; else one row (`rowBody`).
-  void emitTileCheck(const std::string& tag, llvm::Value* tilesOk, llvm::BasicBlock* rowBody) {
-    const int outerRank = k_.outerRank();
-    auto* tileCheck = llvm::BasicBlock::Create(ctx_, tag + "tile.check", fn_);
-    auto* tileBody = llvm::BasicBlock::Create(ctx_, tag + "tile.body", fn_);
-    ir_.CreateCondBr(ir_.CreateICmpSLT(i_, end_), tileCheck, exit_);
-    ir_.SetInsertPoint(tileCheck);
-    llvm::Value* inRun = ir_.CreateNSWSub(sizes_[outerRank - 1], ir_.CreateLoad(i64_, idx_[outerRank - 1]));
-    llvm::Value* len = ir_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, ir_.CreateNSWSub(end_, i_), inRun);
-    len = ir_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, len, ir_.getInt64(kColumnTile), nullptr, "tile.len");
-    ir_.CreateCondBr(ir_.CreateAnd(tilesOk, ir_.CreateICmpSGE(len, ir_.getInt64(kMinColumnTile))), tileBody, rowBody);
-    ir_.SetInsertPoint(tileBody);
-    const std::vector<llvm::Value*> index = outerBases();
-    emitColumnTile(len);
-    advance(index, len);
-  }
-
-  /// The outer offsets at the current output row (outerBase_), from its
-  /// multi-index, which it returns.
-  std::vector<llvm::Value*> outerBases() {
-    const int outerRank = k_.outerRank(), numStrided = k_.numStrided();
-    std::vector<llvm::Value*> index(static_cast<size_t>(outerRank), nullptr);
-    for (int d = 0; d < outerRank; ++d) index[d] = ir_.CreateLoad(i64_, idx_[d], "i" + std::to_string(d));
-    outerBase_.assign(static_cast<size_t>(numStrided), nullptr);
-    for (int p = 0; p < numStrided; ++p) {
-      llvm::Value* off = ir_.CreateNSWMul(index[0], strides_[p][0]);
-      for (int d = 1; d < outerRank; ++d) off = ir_.CreateNSWAdd(off, ir_.CreateNSWMul(index[d], strides_[p][d]));
-      outerBase_[p] = off;
-      off->setName("base" + std::to_string(p));
-    }
-    return index;
-  }
-
-  /// Past `step` output rows (never past the end of the innermost outer
-  /// dim): the innermost outer index moves by `step`, then carries.
-  void advance(const std::vector<llvm::Value*>& index, llvm::Value* step) {
-    const int outerRank = k_.outerRank();
-    ir_.CreateStore(ir_.CreateNSWAdd(i_, step), pos_);
-    ir_.CreateStore(ir_.CreateNSWAdd(index[outerRank - 1], step), idx_[outerRank - 1]);
-    emitCarry(ir_, idx_, sizes_);
-    ir_.CreateBr(rowHeader_);
-  }
-
-  /// The passes' plans: with `stash`, the stashed row values
-  /// (KernelStages::stashed) are stored in their first pass and loaded in
-  /// later ones; slots_ and slotOffset_ say where. Without, every pass
-  /// recomputes what it needs.
-  std::vector<PassPlan> planPasses(bool stash) {
-    const int count = static_cast<int>(k_.body.size());
-    std::vector<PassPlan> plans(static_cast<size_t>(st_.numPasses));
-    const std::vector<int>& first = st_.firstPass;
-    std::vector<bool> stashed(static_cast<size_t>(count), false);
-    if (stash) stashed = st_.stashed;
-    slots_.assign(static_cast<size_t>(count), -1);
-    slotOffset_.clear();
-    stashRowBytes_ = 0;
-    for (int i = 0; i < count; ++i) {
-      if (!stashed[i]) continue;
-      slots_[i] = static_cast<int>(slotOffset_.size());
-      slotOffset_.push_back(stashRowBytes_);
-      stashRowBytes_ += std::max<int64_t>(1, computeType(k_.body[i].dtype)->getPrimitiveSizeInBits() / 8);
-    }
-    for (int l = 0; l < st_.numPasses; ++l) {
-      PassPlan& plan = plans[static_cast<size_t>(l)];
-      plan.load.assign(static_cast<size_t>(count), false);
-      plan.store.assign(static_cast<size_t>(count), false);
-      std::vector<bool> need(static_cast<size_t>(count), false);
-      for (int i : st_.pass[l]) {
-        const ScalarInstr::Kind kind = k_.body[i].kind;
-        need[i] =
-            kind == ScalarInstr::Kind::reduce || kind == ScalarInstr::Kind::store || (stashed[i] && first[i] == l);
-      }
-      for (int i = count - 1; i >= 0; --i) {
-        if (!need[i]) continue;
-        if (stashed[i] && first[i] < l) {
-          plan.load[i] = true;  // a leaf: its cone is not recomputed
-          continue;
-        }
-        plan.store[i] = stashed[i];
-        for (int o : k_.body[i].operands)
-          if (st_.row[o]) need[o] = true;
-      }
-      for (int i = 0; i < count; ++i)
-        if (need[i]) plan.todo.push_back(i);
-    }
-    return plans;
-  }
-
-  /// Where stashed value i of element `pos` sits.
-  llvm::Value* stashAddress(int i, llvm::Value* pos) {
-    llvm::Type* t = stashType(i);
-    llvm::Value* slot = ir_.CreateInBoundsGEP(ir_.getInt8Ty(), stash_,
-                                              ir_.CreateNSWMul(rowLength_, ir_.getInt64(slotOffset_[slots_[i]])));
-    return ir_.CreateInBoundsGEP(t, slot, pos);
-  }
-  llvm::Type* stashType(int i) {
-    llvm::Type* t = computeType(k_.body[i].dtype);
-    return t->isIntegerTy(1) ? ir_.getInt8Ty() : t;
-  }
-
-  /// An outer instruction, once per row.
-  void emitOuter(int i) {
+void ReductionRenderer::allocateLocals() {
+  const int rank = k_.rank, outerRank = k_.outerRank();
+  const int count = static_cast<int>(k_.body.size());
+  idx_.assign(static_cast<size_t>(outerRank), nullptr);
+  for (int d = 0; d < outerRank; ++d) idx_[d] = ir_.CreateAlloca(i64_, nullptr, "idx" + std::to_string(d));
+  pos_ = ir_.CreateAlloca(i64_, nullptr, "pos");
+  for (int d = outerRank; d < rank - 1; ++d)
+    ridx_.push_back(ir_.CreateAlloca(i64_, nullptr, "ridx" + std::to_string(d)));
+  rflat_ = ir_.CreateAlloca(i64_, nullptr, "rflat");
+  acc_.assign(static_cast<size_t>(count), nullptr);
+  accIndex_.assign(static_cast<size_t>(count), nullptr);
+  for (int i = 0; i < count; ++i) {
     const ScalarInstr& in = k_.body[i];
-    LlvmScalarBuilder b{ir_};
+    if (in.kind != ScalarInstr::Kind::reduce) continue;
+    acc_[i] = ir_.CreateAlloca(computeType(k_.body[in.operands[0]].dtype), nullptr, "acc" + std::to_string(i));
+    if (in.reduceOp == ReduceOp::argmax)
+      accIndex_[i] = ir_.CreateAlloca(i64_, nullptr, "acc" + std::to_string(i) + ".index");
+  }
+}
+
+std::vector<PassPlan> ReductionRenderer::allocateStash() {
+  const int count = static_cast<int>(k_.body.size());
+  std::vector<PassPlan> plans = planPasses(k_.maxRowLength > 0);
+  const bool stash = stashRowBytes_ > 0 && k_.maxRowLength * stashRowBytes_ <= kStashBytes;
+  if (!stash) return planPasses(false);
+  llvm::AllocaInst* buffer = ir_.CreateAlloca(
+      llvm::ArrayType::get(ir_.getInt8Ty(), static_cast<uint64_t>(k_.maxRowLength * stashRowBytes_)), nullptr, "stash");
+  buffer->setAlignment(llvm::Align(64));
+  stash_ = buffer;
+  // Dropouts drawn by groups of four (Note [Draws by groups of four]): a
+  // run of the row is at most maxRowLength elements, which the check in
+  // renderBody holds every launch to, so one buffer holds a run's words.
+  draws_.assign(static_cast<size_t>(count), nullptr);
+  for (int i = 0; i < count; ++i) {
+    if (!drawsByGroups(k_, i)) continue;
+    auto* words = ir_.CreateAlloca(llvm::ArrayType::get(ir_.getInt32Ty(), static_cast<uint64_t>(k_.maxRowLength + 4)),
+                                   nullptr, "draws" + std::to_string(i));
+    words->setAlignment(llvm::Align(64));
+    draws_[static_cast<size_t>(i)] = words;
+  }
+  return plans;
+}
+
+void ReductionRenderer::emitRows(const std::string& tag, const std::vector<PassPlan>& plans, llvm::Value* tilesOk) {
+  rowHeader_ = llvm::BasicBlock::Create(ctx_, tag + "row.header", fn_);
+  auto* rowBody = llvm::BasicBlock::Create(ctx_, tag + "row.body", fn_);
+  ir_.CreateBr(rowHeader_);
+  ir_.SetInsertPoint(rowHeader_);
+  i_ = ir_.CreateLoad(i64_, pos_, "i");
+  plans_ = plans;
+  if (tilesOk && !stash_)
+    emitTileCheck(tag, tilesOk, rowBody);
+  else
+    ir_.CreateCondBr(ir_.CreateICmpSLT(i_, end_), rowBody, exit_);
+
+  // One output row: the outer offsets, then the outer values and passes.
+  ir_.SetInsertPoint(rowBody);
+  const std::vector<llvm::Value*> index = outerBases();
+  values_.assign(k_.body.size(), nullptr);
+  for (int l = 0; l <= st_.numPasses; ++l) {
+    for (int instr : st_.before[l]) emitOuter(instr);
+    if (l < st_.numPasses) emitPass(l);
+  }
+  advance(index, ir_.getInt64(1));
+}
+
+std::vector<llvm::Value*> ReductionRenderer::outerBases() {
+  const int outerRank = k_.outerRank(), numStrided = k_.numStrided();
+  std::vector<llvm::Value*> index(static_cast<size_t>(outerRank), nullptr);
+  for (int d = 0; d < outerRank; ++d) index[d] = ir_.CreateLoad(i64_, idx_[d], "i" + std::to_string(d));
+  outerBase_.assign(static_cast<size_t>(numStrided), nullptr);
+  for (int p = 0; p < numStrided; ++p) {
+    llvm::Value* off = ir_.CreateNSWMul(index[0], strides_[p][0]);
+    for (int d = 1; d < outerRank; ++d) off = ir_.CreateNSWAdd(off, ir_.CreateNSWMul(index[d], strides_[p][d]));
+    outerBase_[p] = off;
+    off->setName("base" + std::to_string(p));
+  }
+  return index;
+}
+
+void ReductionRenderer::advance(const std::vector<llvm::Value*>& index, llvm::Value* step) {
+  const int outerRank = k_.outerRank();
+  ir_.CreateStore(ir_.CreateNSWAdd(i_, step), pos_);
+  ir_.CreateStore(ir_.CreateNSWAdd(index[outerRank - 1], step), idx_[outerRank - 1]);
+  emitCarry(ir_, idx_, sizes_);
+  ir_.CreateBr(rowHeader_);
+}
+
+std::vector<PassPlan> ReductionRenderer::planPasses(bool stash) {
+  const int count = static_cast<int>(k_.body.size());
+  std::vector<PassPlan> plans(static_cast<size_t>(st_.numPasses));
+  const std::vector<int>& first = st_.firstPass;
+  std::vector<bool> stashed(static_cast<size_t>(count), false);
+  if (stash) stashed = st_.stashed;
+  slots_.assign(static_cast<size_t>(count), -1);
+  slotOffset_.clear();
+  stashRowBytes_ = 0;
+  for (int i = 0; i < count; ++i) {
+    if (!stashed[i]) continue;
+    slots_[i] = static_cast<int>(slotOffset_.size());
+    slotOffset_.push_back(stashRowBytes_);
+    stashRowBytes_ += std::max<int64_t>(1, computeType(k_.body[i].dtype)->getPrimitiveSizeInBits() / 8);
+  }
+  for (int l = 0; l < st_.numPasses; ++l) {
+    PassPlan& plan = plans[static_cast<size_t>(l)];
+    plan.load.assign(static_cast<size_t>(count), false);
+    plan.store.assign(static_cast<size_t>(count), false);
+    std::vector<bool> need(static_cast<size_t>(count), false);
+    for (int i : st_.pass[l]) {
+      const ScalarInstr::Kind kind = k_.body[i].kind;
+      need[i] = kind == ScalarInstr::Kind::reduce || kind == ScalarInstr::Kind::store || (stashed[i] && first[i] == l);
+    }
+    for (int i = count - 1; i >= 0; --i) {
+      if (!need[i]) continue;
+      if (stashed[i] && first[i] < l) {
+        plan.load[i] = true;  // a leaf: its cone is not recomputed
+        continue;
+      }
+      plan.store[i] = stashed[i];
+      for (int o : k_.body[i].operands)
+        if (st_.row[o]) need[o] = true;
+    }
+    for (int i = 0; i < count; ++i)
+      if (need[i]) plan.todo.push_back(i);
+  }
+  return plans;
+}
+
+llvm::Value* ReductionRenderer::stashAddress(int i, llvm::Value* pos) {
+  llvm::Type* t = stashType(i);
+  llvm::Value* slot = ir_.CreateInBoundsGEP(ir_.getInt8Ty(), stash_,
+                                            ir_.CreateNSWMul(rowLength_, ir_.getInt64(slotOffset_[slots_[i]])));
+  return ir_.CreateInBoundsGEP(t, slot, pos);
+}
+
+void ReductionRenderer::emitOuter(int i) {
+  const ScalarInstr& in = k_.body[i];
+  LlvmScalarBuilder b{ir_};
+  llvm::Argument* param = in.param >= 0 ? fn_->getArg(static_cast<unsigned>(in.param)) : nullptr;
+  switch (in.kind) {
+    case ScalarInstr::Kind::load:
+      values_[i] = loadElement(ir_, in.dtype, param, outerBase_[in.param], "v" + std::to_string(i));
+      break;
+    case ScalarInstr::Kind::constant: values_[i] = ir::formulas::emitConstant(b, in.value, in.dtype); break;
+    case ScalarInstr::Kind::extent:
+      values_[i] = ir::formulas::roundTo(b, b.convert(rowLength_, ir::formulas::computeDType(in.dtype)), in.dtype);
+      break;
+    case ScalarInstr::Kind::op: values_[i] = emitOpInstr(ir_, k_, in, values_); break;
+    case ScalarInstr::Kind::store:
+      storeElement(ir_, k_.params[in.param].dtype, param, outerBase_[in.param], values_[in.operands[0]]);
+      break;
+    case ScalarInstr::Kind::reduce:
+      KILN_ASSERT(values_[i], "kernel {}: reduce {} read before its pass", k_.name, i);
+      break;
+    case ScalarInstr::Kind::index: KILN_ASSERT(false, "kernel {}: index {} outside a pass", k_.name, i);
+  }
+}
+
+void ReductionRenderer::rowLoop(const std::string& tag, const RowBody& body, bool fixedSumOrder,
+                                const RunPrologue& prologue) {
+  const int rank = k_.rank, outerRank = k_.outerRank();
+  for (llvm::AllocaInst* a : ridx_) ir_.CreateStore(zero(), a);
+  ir_.CreateStore(zero(), rflat_);
+  auto* rowLoop = llvm::BasicBlock::Create(ctx_, tag + ".rows", fn_);
+  auto* inner = llvm::BasicBlock::Create(ctx_, tag + ".inner", fn_);
+  auto* innerEnd = llvm::BasicBlock::Create(ctx_, tag + ".inner.end", fn_);
+  auto* done = llvm::BasicBlock::Create(ctx_, tag + ".done", fn_);
+  ir_.CreateCondBr(ir_.CreateICmpSGT(rowLength_, zero()), rowLoop, done);
+
+  // One run of the innermost reduced dim: where each row param starts.
+  ir_.SetInsertPoint(rowLoop);
+  std::vector<llvm::Value*> rindex;
+  for (size_t d = 0; d < ridx_.size(); ++d) rindex.push_back(ir_.CreateLoad(i64_, ridx_[d]));
+  llvm::Value* flat = ir_.CreateLoad(i64_, rflat_, tag + ".flat");
+  std::vector<llvm::Value*> rowBase(static_cast<size_t>(k_.numStrided()), nullptr);
+  for (int p = 0; p < k_.numStrided(); ++p) {
+    if (p < k_.numParams() && k_.params[p].outer) continue;
+    llvm::Value* off = outerBase_[p];
+    for (size_t d = 0; d < ridx_.size(); ++d)
+      off = ir_.CreateNSWAdd(off, ir_.CreateNSWMul(rindex[d], strides_[p][outerRank + d]));
+    rowBase[p] = off;
+  }
+  llvm::Value* n = sizes_[rank - 1];
+  if (prologue) prologue(rowBase, n);
+  llvm::BasicBlock* preInner = ir_.GetInsertBlock();
+  ir_.CreateBr(inner);
+
+  // The innermost loop: j in [0, n).
+  ir_.SetInsertPoint(inner);
+  llvm::PHINode* j = ir_.CreatePHI(i64_, 2, tag + ".j");
+  j->addIncoming(zero(), preInner);
+  body(j, ir_.CreateNSWAdd(flat, j), rowBase);
+  llvm::Value* jNext = ir_.CreateNUWAdd(j, ir_.getInt64(1), tag + ".j.next");
+  j->addIncoming(jNext, ir_.GetInsertBlock());
+  llvm::BranchInst* latch = ir_.CreateCondBr(ir_.CreateICmpSLT(jNext, n), inner, innerEnd);
+  if (fixedSumOrder) latch->setMetadata(llvm::LLVMContext::MD_loop, fixedSumOrderLoop());
+
+  // Past one run: the outer reduced dims carry; the loop ends when the
+  // outermost reduced index passes its size (at once with one reduced dim).
+  ir_.SetInsertPoint(innerEnd);
+  ir_.CreateStore(ir_.CreateNSWAdd(flat, n), rflat_);
+  if (ridx_.empty()) {
+    ir_.CreateBr(done);
+  } else {
+    const int last = static_cast<int>(ridx_.size()) - 1;
+    ir_.CreateStore(ir_.CreateNSWAdd(rindex[last], ir_.getInt64(1)), ridx_[last]);
+    emitCarry(ir_, ridx_, std::vector<llvm::Value*>(sizes_.begin() + outerRank, sizes_.end()));
+    llvm::Value* more = ir_.CreateICmpSLT(ir_.CreateLoad(i64_, ridx_[0]), sizes_[outerRank]);
+    ir_.CreateCondBr(more, rowLoop, done);
+  }
+  ir_.SetInsertPoint(done);
+}
+
+std::vector<llvm::Value*> ReductionRenderer::rowValues(const std::vector<int>& todo, llvm::Value* j, llvm::Value* pos,
+                                                       const std::vector<llvm::Value*>& rowBase, const PassPlan* plan) {
+  std::vector<llvm::Value*> cur = values_;
+  for (int i : todo) {
+    const ScalarInstr& in = k_.body[i];
+    if (plan && plan->load[i]) {
+      llvm::Value* v = ir_.CreateLoad(stashType(i), stashAddress(i, pos), "stash" + std::to_string(i));
+      cur[i] = v->getType() == computeType(in.dtype) ? v : ir_.CreateTrunc(v, computeType(in.dtype));
+      continue;
+    }
+    auto offset = [&](int p) -> llvm::Value* {
+      switch (p < k_.numParams() ? k_.params[p].inner : k_.indexSpaces[p - k_.numParams()]) {
+        case InnerStride::zero: return rowBase[p];
+        case InnerStride::one: return ir_.CreateNSWAdd(rowBase[p], j);
+        case InnerStride::any: return ir_.CreateNSWAdd(rowBase[p], ir_.CreateNSWMul(j, strides_[p][k_.rank - 1]));
+      }
+      return nullptr;
+    };
     llvm::Argument* param = in.param >= 0 ? fn_->getArg(static_cast<unsigned>(in.param)) : nullptr;
     switch (in.kind) {
       case ScalarInstr::Kind::load:
-        values_[i] = loadElement(ir_, in.dtype, param, outerBase_[in.param], "v" + std::to_string(i));
+        cur[i] = loadElement(ir_, in.dtype, param, offset(in.param), "v" + std::to_string(i));
         break;
-      case ScalarInstr::Kind::constant: values_[i] = ir::formulas::emitConstant(b, in.value, in.dtype); break;
-      case ScalarInstr::Kind::extent:
-        values_[i] = ir::formulas::roundTo(b, b.convert(rowLength_, ir::formulas::computeDType(in.dtype)), in.dtype);
+      case ScalarInstr::Kind::op:
+        cur[i] = drawAt_.empty() || !drawAt_[i]
+                     ? emitOpInstr(ir_, k_, in, cur)
+                     : emitGroupedDropout(ir_, in, cur[in.operands[0]], draws_[i], ir_.CreateNSWAdd(drawAt_[i], j));
         break;
-      case ScalarInstr::Kind::op: values_[i] = emitOpInstr(ir_, k_, in, values_); break;
       case ScalarInstr::Kind::store:
-        storeElement(ir_, k_.params[in.param].dtype, param, outerBase_[in.param], values_[in.operands[0]]);
+        storeElement(ir_, k_.params[in.param].dtype, param, offset(in.param), cur[in.operands[0]]);
         break;
       case ScalarInstr::Kind::reduce:
-        KILN_ASSERT(values_[i], "kernel {}: reduce {} read before its pass", k_.name, i);
+        // In a column tile, the current column's accumulator.
+        fold(in,
+             tileT_ ? ir_.CreateInBoundsGEP(accTile_[i]->getAllocatedType(), accTile_[i], {zero(), tileT_}) : acc_[i],
+             cur[in.operands[0]]);
         break;
-      case ScalarInstr::Kind::index: KILN_ASSERT(false, "kernel {}: index {} outside a pass", k_.name, i);
+      // The linear index of an index space is its "offset".
+      case ScalarInstr::Kind::index: cur[i] = offset(k_.numParams() + in.param); break;
+      case ScalarInstr::Kind::constant:
+      case ScalarInstr::Kind::extent: KILN_ASSERT(false, "kernel {}: instruction {} in a pass", k_.name, i);
+    }
+    if (plan && plan->store[i]) {
+      llvm::Value* v = cur[i]->getType()->isIntegerTy(1) ? ir_.CreateZExt(cur[i], ir_.getInt8Ty()) : cur[i];
+      ir_.CreateStore(v, stashAddress(i, pos));
     }
   }
+  return cur;
+}
 
-  /// A loop nest over the row: `body(j, pos, rowBase)` emits one element
-  /// (j its index in the innermost dim, pos its row index, rowBase each row
-  /// param's offset at j = 0); it may branch away, leaving the insert point
-  /// where the loop goes on. Returns with the insert point after the loop.
-  using RowBody = std::function<void(llvm::Value* j, llvm::Value* pos, const std::vector<llvm::Value*>& rowBase)>;
-  /// Emitted before each run of the innermost dim: its rowBase and length.
-  using RunPrologue = std::function<void(const std::vector<llvm::Value*>& rowBase, llvm::Value* n)>;
-  void rowLoop(const std::string& tag, const RowBody& body, bool fixedSumOrder = false,
-               const RunPrologue& prologue = nullptr) {
-    const int rank = k_.rank, outerRank = k_.outerRank();
-    for (llvm::AllocaInst* a : ridx_) ir_.CreateStore(zero(), a);
-    ir_.CreateStore(zero(), rflat_);
-    auto* rowLoop = llvm::BasicBlock::Create(ctx_, tag + ".rows", fn_);
-    auto* inner = llvm::BasicBlock::Create(ctx_, tag + ".inner", fn_);
-    auto* innerEnd = llvm::BasicBlock::Create(ctx_, tag + ".inner.end", fn_);
-    auto* done = llvm::BasicBlock::Create(ctx_, tag + ".done", fn_);
-    ir_.CreateCondBr(ir_.CreateICmpSGT(rowLength_, zero()), rowLoop, done);
-
-    // One run of the innermost reduced dim: where each row param starts.
-    ir_.SetInsertPoint(rowLoop);
-    std::vector<llvm::Value*> rindex;
-    for (size_t d = 0; d < ridx_.size(); ++d) rindex.push_back(ir_.CreateLoad(i64_, ridx_[d]));
-    llvm::Value* flat = ir_.CreateLoad(i64_, rflat_, tag + ".flat");
-    std::vector<llvm::Value*> rowBase(static_cast<size_t>(k_.numStrided()), nullptr);
-    for (int p = 0; p < k_.numStrided(); ++p) {
-      if (p < k_.numParams() && k_.params[p].outer) continue;
-      llvm::Value* off = outerBase_[p];
-      for (size_t d = 0; d < ridx_.size(); ++d)
-        off = ir_.CreateNSWAdd(off, ir_.CreateNSWMul(rindex[d], strides_[p][outerRank + d]));
-      rowBase[p] = off;
-    }
-    llvm::Value* n = sizes_[rank - 1];
-    if (prologue) prologue(rowBase, n);
-    llvm::BasicBlock* preInner = ir_.GetInsertBlock();
-    ir_.CreateBr(inner);
-
-    // The innermost loop: j in [0, n).
-    ir_.SetInsertPoint(inner);
-    llvm::PHINode* j = ir_.CreatePHI(i64_, 2, tag + ".j");
-    j->addIncoming(zero(), preInner);
-    body(j, ir_.CreateNSWAdd(flat, j), rowBase);
-    llvm::Value* jNext = ir_.CreateNUWAdd(j, ir_.getInt64(1), tag + ".j.next");
-    j->addIncoming(jNext, ir_.GetInsertBlock());
-    llvm::BranchInst* latch = ir_.CreateCondBr(ir_.CreateICmpSLT(jNext, n), inner, innerEnd);
-    if (fixedSumOrder) latch->setMetadata(llvm::LLVMContext::MD_loop, fixedSumOrderLoop());
-
-    // Past one run: the outer reduced dims carry; the loop ends when the
-    // outermost reduced index passes its size (at once with one reduced dim).
-    ir_.SetInsertPoint(innerEnd);
-    ir_.CreateStore(ir_.CreateNSWAdd(flat, n), rflat_);
-    if (ridx_.empty()) {
-      ir_.CreateBr(done);
-    } else {
-      const int last = static_cast<int>(ridx_.size()) - 1;
-      ir_.CreateStore(ir_.CreateNSWAdd(rindex[last], ir_.getInt64(1)), ridx_[last]);
-      emitCarry(ir_, ridx_, std::vector<llvm::Value*>(sizes_.begin() + outerRank, sizes_.end()));
-      llvm::Value* more = ir_.CreateICmpSLT(ir_.CreateLoad(i64_, ridx_[0]), sizes_[outerRank]);
-      ir_.CreateCondBr(more, rowLoop, done);
-    }
-    ir_.SetInsertPoint(done);
-  }
-
-  /// Instructions `todo` (row instructions of a pass, in body order) at one
-  /// element; returns the values, outer ones included.
-  std::vector<llvm::Value*> rowValues(const std::vector<int>& todo, llvm::Value* j, llvm::Value* pos,
-                                      const std::vector<llvm::Value*>& rowBase, const PassPlan* plan = nullptr) {
-    std::vector<llvm::Value*> cur = values_;
-    for (int i : todo) {
-      const ScalarInstr& in = k_.body[i];
-      if (plan && plan->load[i]) {
-        llvm::Value* v = ir_.CreateLoad(stashType(i), stashAddress(i, pos), "stash" + std::to_string(i));
-        cur[i] = v->getType() == computeType(in.dtype) ? v : ir_.CreateTrunc(v, computeType(in.dtype));
-        continue;
-      }
-      auto offset = [&](int p) -> llvm::Value* {
-        switch (p < k_.numParams() ? k_.params[p].inner : k_.indexSpaces[p - k_.numParams()]) {
-          case InnerStride::zero: return rowBase[p];
-          case InnerStride::one: return ir_.CreateNSWAdd(rowBase[p], j);
-          case InnerStride::any: return ir_.CreateNSWAdd(rowBase[p], ir_.CreateNSWMul(j, strides_[p][k_.rank - 1]));
-        }
-        return nullptr;
+void ReductionRenderer::emitPass(int l) {
+  const std::string tag = "pass" + std::to_string(l);
+  std::vector<int> reduces;
+  for (int i : st_.pass[l])
+    if (k_.body[i].kind == ScalarInstr::Kind::reduce) reduces.push_back(i);
+  for (int r : reduces) ir_.CreateStore(identity(k_.body[r]), acc_[r]);
+  bool floatSum = false;
+  for (int r : reduces)
+    floatSum = floatSum || (k_.body[r].reduceOp == ReduceOp::sum && isFloatingPoint(k_.body[r].dtype));
+  // The dropouts this pass computes (not loads from the stash) that draw
+  // by groups: before each run, a loop draws the run's blocks.
+  const PassPlan& plan = plans_[static_cast<size_t>(l)];
+  std::vector<int> grouped;
+  for (int i : plan.todo)
+    if (!draws_.empty() && draws_[static_cast<size_t>(i)] && !plan.load[static_cast<size_t>(i)]) grouped.push_back(i);
+  auto drawRun = [&](const std::vector<llvm::Value*>& rowBase, llvm::Value* n) {
+    drawAt_.assign(k_.body.size(), nullptr);
+    for (int i : grouped) {
+      const ScalarInstr& in = k_.body[static_cast<size_t>(i)];
+      auto invariant = [&](int o) {
+        if (values_[static_cast<size_t>(o)]) return values_[static_cast<size_t>(o)];  // an outer load
+        const ScalarInstr& load = k_.body[static_cast<size_t>(o)];
+        return loadElement(ir_, load.dtype, fn_->getArg(static_cast<unsigned>(load.param)), rowBase[load.param],
+                           "v" + std::to_string(o));
       };
-      llvm::Argument* param = in.param >= 0 ? fn_->getArg(static_cast<unsigned>(in.param)) : nullptr;
-      switch (in.kind) {
-        case ScalarInstr::Kind::load:
-          cur[i] = loadElement(ir_, in.dtype, param, offset(in.param), "v" + std::to_string(i));
-          break;
-        case ScalarInstr::Kind::op:
-          cur[i] = drawAt_.empty() || !drawAt_[i]
-                       ? emitOpInstr(ir_, k_, in, cur)
-                       : emitGroupedDropout(ir_, in, cur[in.operands[0]], draws_[i], ir_.CreateNSWAdd(drawAt_[i], j));
-          break;
-        case ScalarInstr::Kind::store:
-          storeElement(ir_, k_.params[in.param].dtype, param, offset(in.param), cur[in.operands[0]]);
-          break;
-        case ScalarInstr::Kind::reduce:
-          // In a column tile, the current column's accumulator.
-          fold(in,
-               tileT_ ? ir_.CreateInBoundsGEP(accTile_[i]->getAllocatedType(), accTile_[i], {zero(), tileT_}) : acc_[i],
-               cur[in.operands[0]]);
-          break;
-        // The linear index of an index space is its "offset".
-        case ScalarInstr::Kind::index: cur[i] = offset(k_.numParams() + in.param); break;
-        case ScalarInstr::Kind::constant:
-        case ScalarInstr::Kind::extent: KILN_ASSERT(false, "kernel {}: instruction {} in a pass", k_.name, i);
-      }
-      if (plan && plan->store[i]) {
-        llvm::Value* v = cur[i]->getType()->isIntegerTy(1) ? ir_.CreateZExt(cur[i], ir_.getInt8Ty()) : cur[i];
-        ir_.CreateStore(v, stashAddress(i, pos));
-      }
+      const int space = k_.body[static_cast<size_t>(in.operands[3])].param;
+      llvm::Value* first = rowBase[k_.numParams() + space];
+      emitDrawGroups(ir_, fn_, invariant(in.operands[1]), invariant(in.operands[2]), first, n,
+                     draws_[static_cast<size_t>(i)], tag + ".d" + std::to_string(i));
+      drawAt_[static_cast<size_t>(i)] = ir_.CreateAnd(first, 3);  // + j: the element's word
     }
-    return cur;
+  };
+  rowLoop(
+      tag,
+      [&](llvm::Value* j, llvm::Value* pos, const std::vector<llvm::Value*>& rowBase) {
+        rowValues(plan.todo, j, pos, rowBase, &plan);
+      },
+      floatSum, grouped.empty() ? RunPrologue() : RunPrologue(drawRun));
+  drawAt_.clear();
+  for (int r : reduces) {
+    llvm::Value* acc = ir_.CreateLoad(acc_[r]->getAllocatedType(), acc_[r]);
+    values_[r] = k_.body[r].reduceOp == ReduceOp::argmax ? searchFirst(tag, r, acc) : acc;
   }
+}
 
-  /// Pass l over the row: its accumulators start at their identities, the
-  /// loop nest folds the row into them, and they are read back after it.
-  /// An argmax accumulates the maximum (a loop that vectorizes), then a
-  /// second loop finds the first element equal to it, or the first NaN
-  /// when it is NaN: the first maximum, as a sequential scan would find it.
-  void emitPass(int l) {
-    const std::string tag = "pass" + std::to_string(l);
-    std::vector<int> reduces;
-    for (int i : st_.pass[l])
-      if (k_.body[i].kind == ScalarInstr::Kind::reduce) reduces.push_back(i);
-    for (int r : reduces) ir_.CreateStore(identity(k_.body[r]), acc_[r]);
-    bool floatSum = false;
-    for (int r : reduces)
-      floatSum = floatSum || (k_.body[r].reduceOp == ReduceOp::sum && isFloatingPoint(k_.body[r].dtype));
-    // The dropouts this pass computes (not loads from the stash) that draw
-    // by groups: before each run, a loop draws the run's blocks.
-    const PassPlan& plan = plans_[static_cast<size_t>(l)];
-    std::vector<int> grouped;
-    for (int i : plan.todo)
-      if (!draws_.empty() && draws_[static_cast<size_t>(i)] && !plan.load[static_cast<size_t>(i)]) grouped.push_back(i);
-    auto drawRun = [&](const std::vector<llvm::Value*>& rowBase, llvm::Value* n) {
-      drawAt_.assign(k_.body.size(), nullptr);
-      for (int i : grouped) {
-        const ScalarInstr& in = k_.body[static_cast<size_t>(i)];
-        auto invariant = [&](int o) {
-          if (values_[static_cast<size_t>(o)]) return values_[static_cast<size_t>(o)];  // an outer load
-          const ScalarInstr& load = k_.body[static_cast<size_t>(o)];
-          return loadElement(ir_, load.dtype, fn_->getArg(static_cast<unsigned>(load.param)), rowBase[load.param],
-                             "v" + std::to_string(o));
-        };
-        const int space = k_.body[static_cast<size_t>(in.operands[3])].param;
-        llvm::Value* first = rowBase[k_.numParams() + space];
-        emitDrawGroups(ir_, fn_, invariant(in.operands[1]), invariant(in.operands[2]), first, n,
-                       draws_[static_cast<size_t>(i)], tag + ".d" + std::to_string(i));
-        drawAt_[static_cast<size_t>(i)] = ir_.CreateAnd(first, 3);  // + j: the element's word
-      }
-    };
-    rowLoop(
-        tag,
-        [&](llvm::Value* j, llvm::Value* pos, const std::vector<llvm::Value*>& rowBase) {
-          rowValues(plan.todo, j, pos, rowBase, &plan);
-        },
-        floatSum, grouped.empty() ? RunPrologue() : RunPrologue(drawRun));
-    drawAt_.clear();
-    for (int r : reduces) {
-      llvm::Value* acc = ir_.CreateLoad(acc_[r]->getAllocatedType(), acc_[r]);
-      values_[r] = k_.body[r].reduceOp == ReduceOp::argmax ? searchFirst(tag, r, acc) : acc;
-    }
-  }
+llvm::MDNode* ReductionRenderer::fixedSumOrderLoop() {
+  llvm::Type* i32 = llvm::Type::getInt32Ty(ctx_);
+  auto hint = [&](const char* name, llvm::Constant* value) {
+    llvm::Metadata* ops[] = {llvm::MDString::get(ctx_, name), llvm::ConstantAsMetadata::get(value)};
+    return llvm::MDNode::get(ctx_, ops);
+  };
+  llvm::TempMDTuple self = llvm::MDNode::getTemporary(ctx_, {});
+  const bool vector = !stridedRows_;  // else sequential: no vectorizing, no interleaving
+  llvm::Metadata* ops[] = {
+      self.get(), hint("llvm.loop.vectorize.enable", ir_.getInt1(vector)),
+      hint("llvm.loop.vectorize.width", llvm::ConstantInt::get(i32, vector ? kSumLanes : 1)),
+      hint("llvm.loop.interleave.count", llvm::ConstantInt::get(i32, vector ? kSumInterleave : 1))};
+  llvm::MDNode* loop = llvm::MDNode::getDistinct(ctx_, ops);
+  loop->replaceOperandWith(0, loop);
+  return loop;
+}
 
-  /// Output rows [i, i + len) of one run of the innermost outer dim, with
-  /// outerBase_ at row i, as a column tile (Note [Column tiles]): the one
-  /// pass folds every column of the block at each row element, then each
-  /// column's outer values and stores.
-  void emitColumnTile(llvm::Value* len) {
-    const int count = static_cast<int>(k_.body.size());
-    const PassPlan& plan = plans_[0];
-    std::vector<int> reduces;
-    for (int i : st_.pass[0])
-      if (k_.body[i].kind == ScalarInstr::Kind::reduce) reduces.push_back(i);
-    const std::vector<llvm::Value*> base = outerBase_;
-    // In the pass: offsets and the outer values the pass uses at column t.
-    auto atColumn = [&](llvm::Value* t) {
-      outerBase_ = shiftedToColumn(base, t);
-      values_.assign(static_cast<size_t>(count), nullptr);
-      for (int instr : st_.before[0])
-        if (tileOuter_[instr]) emitOuter(instr);
-    };
-    // In the epilogue: offsets moved by the launch's own strides along the
-    // innermost outer dim (linear within a run), whatever they are.
-    auto atColumnEpilogue = [&](llvm::Value* t) {
-      outerBase_ = base;
-      for (size_t p = 0; p < base.size(); ++p)
-        outerBase_[p] = ir_.CreateNSWAdd(base[p], ir_.CreateNSWMul(t, strides_[p][k_.outerRank() - 1]));
-      values_.assign(static_cast<size_t>(count), nullptr);
-      for (int instr : st_.before[0]) emitOuter(instr);
-    };
-    auto columns = [&](const std::string& tag, const std::function<void(llvm::Value*)>& body, bool vectorize) {
-      columnLoop(tag, len, base, body, vectorize);
-    };
-    auto tileSlot = [&](int r, llvm::Value* t) {
-      return ir_.CreateInBoundsGEP(accTile_[r]->getAllocatedType(), accTile_[r], {zero(), t});
-    };
-    columns(
-        "tile.init",
-        [&](llvm::Value* t) {
-          for (int r : reduces) ir_.CreateStore(identity(k_.body[r]), tileSlot(r, t));
-        },
-        false);
-    rowLoop("tile.pass0", [&](llvm::Value* j, llvm::Value* pos, const std::vector<llvm::Value*>& rowBase) {
-      columns(
-          "tile.columns",
-          [&](llvm::Value* t) {
-            atColumn(t);
-            tileT_ = t;
-            rowValues(plan.todo, j, pos, shiftedToColumn(rowBase, t), &plan);
-            tileT_ = nullptr;
-          },
-          true);
-    });
-    columns(
-        "tile.epilogue",
-        [&](llvm::Value* t) {
-          atColumnEpilogue(t);
-          for (int r : reduces) values_[r] = ir_.CreateLoad(acc_[r]->getAllocatedType(), tileSlot(r, t));
-          for (int instr : st_.before[1]) emitOuter(instr);
-        },
-        false);
-  }
-
-  /// In a column tile's pass: offsets `at` moved to column t by
-  /// tileStride_, which the launch's strides were checked against (for what
-  /// the pass reads).
-  std::vector<llvm::Value*> shiftedToColumn(const std::vector<llvm::Value*>& at, llvm::Value* t) {
-    std::vector<llvm::Value*> out = at;
-    for (size_t p = 0; p < out.size(); ++p)
-      if (out[p] && tileStride_[p]) out[p] = ir_.CreateNSWAdd(out[p], t);
-    return out;
-  }
-
-  /// A loop over a column tile's columns t in [0, len) (len >= 1), `body`
-  /// emitting column t; outerBase_ is back at `base` after each.
-  void columnLoop(const std::string& tag, llvm::Value* len, const std::vector<llvm::Value*>& base,
-                  const std::function<void(llvm::Value*)>& body, bool vectorize) {
-    llvm::BasicBlock* pre = ir_.GetInsertBlock();
-    auto* loop = llvm::BasicBlock::Create(ctx_, tag, fn_);
-    auto* done = llvm::BasicBlock::Create(ctx_, tag + ".done", fn_);
-    ir_.CreateBr(loop);
-    ir_.SetInsertPoint(loop);
-    llvm::PHINode* t = ir_.CreatePHI(i64_, 2, tag + ".t");
-    t->addIncoming(zero(), pre);
-    body(t);
-    outerBase_ = base;
-    llvm::Value* next = ir_.CreateNUWAdd(t, ir_.getInt64(1));
-    t->addIncoming(next, ir_.GetInsertBlock());
-    llvm::BranchInst* latch = ir_.CreateCondBr(ir_.CreateICmpSLT(next, len), loop, done);
-    if (vectorize) latch->setMetadata(llvm::LLVMContext::MD_loop, vectorizeLoop());
-    ir_.SetInsertPoint(done);
-  }
-
-  /// Loop metadata asking the vectorizer to vectorize (a column tile's
-  /// loop, whose lanes are independent columns: any width gives the same
-  /// bits).
-  llvm::MDNode* vectorizeLoop() {
-    llvm::Metadata* enable[] = {llvm::MDString::get(ctx_, "llvm.loop.vectorize.enable"),
-                                llvm::ConstantAsMetadata::get(ir_.getTrue())};
-    llvm::TempMDTuple self = llvm::MDNode::getTemporary(ctx_, {});
-    llvm::Metadata* ops[] = {self.get(), llvm::MDNode::get(ctx_, enable)};
-    llvm::MDNode* loop = llvm::MDNode::getDistinct(ctx_, ops);
-    loop->replaceOperandWith(0, loop);
-    return loop;
-  }
-
-  /// Loop metadata that fixes how the vectorizer splits a float sum
-  /// (Note [Fixed summation order]).
-  llvm::MDNode* fixedSumOrderLoop() {
-    llvm::Type* i32 = llvm::Type::getInt32Ty(ctx_);
-    auto hint = [&](const char* name, llvm::Constant* value) {
-      llvm::Metadata* ops[] = {llvm::MDString::get(ctx_, name), llvm::ConstantAsMetadata::get(value)};
-      return llvm::MDNode::get(ctx_, ops);
-    };
-    llvm::TempMDTuple self = llvm::MDNode::getTemporary(ctx_, {});
-    const bool vector = !stridedRows_;  // else sequential: no vectorizing, no interleaving
-    llvm::Metadata* ops[] = {
-        self.get(), hint("llvm.loop.vectorize.enable", ir_.getInt1(vector)),
-        hint("llvm.loop.vectorize.width", llvm::ConstantInt::get(i32, vector ? kSumLanes : 1)),
-        hint("llvm.loop.interleave.count", llvm::ConstantInt::get(i32, vector ? kSumInterleave : 1))};
-    llvm::MDNode* loop = llvm::MDNode::getDistinct(ctx_, ops);
-    loop->replaceOperandWith(0, loop);
-    return loop;
-  }
-
-  /// The row index of the first element of reduce r's operand equal to
-  /// `max` (or NaN, when `max` is NaN); 0 in an empty row.
-  llvm::Value* searchFirst(const std::string& passTag, int r, llvm::Value* max) {
-    const std::string tag = passTag + ".argmax" + std::to_string(r);
-    // The row instructions the operand needs, found by walking back.
-    const int operand = k_.body[r].operands[0];
-    std::vector<bool> need(k_.body.size(), false);
-    need[operand] = true;
-    for (int i = operand; i >= 0; --i)
-      if (need[i] && k_.body[i].kind == ScalarInstr::Kind::op)
-        for (int o : k_.body[i].operands) need[o] = true;
-    std::vector<int> todo;
-    for (int i = 0; i <= operand; ++i)
-      if (need[i] && st_.row[i]) todo.push_back(i);
-    const bool isFloat = max->getType()->isFloatingPointTy();
-    llvm::Value* maxIsNan = isFloat ? ir_.CreateFCmpUNO(max, max) : ir_.getFalse();
-    ir_.CreateStore(zero(), accIndex_[r]);
-    auto* found = llvm::BasicBlock::Create(ctx_, tag + ".found", fn_);
-    rowLoop(tag, [&](llvm::Value* j, llvm::Value* pos, const std::vector<llvm::Value*>& rowBase) {
-      llvm::Value* v = rowValues(todo, j, pos, rowBase)[operand];
-      llvm::Value* match = isFloat ? ir_.CreateSelect(maxIsNan, ir_.CreateFCmpUNO(v, v), ir_.CreateFCmpOEQ(v, max))
-                                   : ir_.CreateICmpEQ(v, max);
-      auto* hit = llvm::BasicBlock::Create(ctx_, tag + ".hit", fn_);
-      auto* next = llvm::BasicBlock::Create(ctx_, tag + ".next", fn_);
-      ir_.CreateCondBr(match, hit, next);
-      ir_.SetInsertPoint(hit);
-      ir_.CreateStore(pos, accIndex_[r]);
-      ir_.CreateBr(found);
-      ir_.SetInsertPoint(next);
-    });
+llvm::Value* ReductionRenderer::searchFirst(const std::string& passTag, int r, llvm::Value* max) {
+  const std::string tag = passTag + ".argmax" + std::to_string(r);
+  // The row instructions the operand needs, found by walking back.
+  const int operand = k_.body[r].operands[0];
+  std::vector<bool> need(k_.body.size(), false);
+  need[operand] = true;
+  for (int i = operand; i >= 0; --i)
+    if (need[i] && k_.body[i].kind == ScalarInstr::Kind::op)
+      for (int o : k_.body[i].operands) need[o] = true;
+  std::vector<int> todo;
+  for (int i = 0; i <= operand; ++i)
+    if (need[i] && st_.row[i]) todo.push_back(i);
+  const bool isFloat = max->getType()->isFloatingPointTy();
+  llvm::Value* maxIsNan = isFloat ? ir_.CreateFCmpUNO(max, max) : ir_.getFalse();
+  ir_.CreateStore(zero(), accIndex_[r]);
+  auto* found = llvm::BasicBlock::Create(ctx_, tag + ".found", fn_);
+  rowLoop(tag, [&](llvm::Value* j, llvm::Value* pos, const std::vector<llvm::Value*>& rowBase) {
+    llvm::Value* v = rowValues(todo, j, pos, rowBase)[operand];
+    llvm::Value* match = isFloat ? ir_.CreateSelect(maxIsNan, ir_.CreateFCmpUNO(v, v), ir_.CreateFCmpOEQ(v, max))
+                                 : ir_.CreateICmpEQ(v, max);
+    auto* hit = llvm::BasicBlock::Create(ctx_, tag + ".hit", fn_);
+    auto* next = llvm::BasicBlock::Create(ctx_, tag + ".next", fn_);
+    ir_.CreateCondBr(match, hit, next);
+    ir_.SetInsertPoint(hit);
+    ir_.CreateStore(pos, accIndex_[r]);
     ir_.CreateBr(found);
-    ir_.SetInsertPoint(found);
-    return ir_.CreateLoad(i64_, accIndex_[r]);
-  }
-
-  const Kernel& k_;
-  llvm::Module& m_;
-  llvm::LLVMContext& ctx_;
-  llvm::IRBuilder<> ir_;
-  llvm::Type* i64_;
-  const KernelStages st_;
-  /// A row parameter has inner stride class `any`: float sums are
-  /// sequential (Note [Fixed summation order]).
-  bool stridedRows_ = false;
-  /// The kernel takes column tiles where a launch's strides allow (Note
-  /// [Column tiles]); tileStride_ says, per param and index space, the
-  /// stride along the innermost outer dim they need.
-  bool columnTiles_ = false;
-  std::vector<int64_t> tileStride_;
-  /// Per param and index space: the pass of a column tile reads it (a row
-  /// param, or an outer one whose values the row values use), so a launch
-  /// takes tiles only where its stride is tileStride_.
-  std::vector<bool> tileReads_;
-  /// Per instruction: an outer value that the column tile's pass uses.
-  std::vector<bool> tileOuter_;
-  /// Per reduce, in a kernel with column tiles: a block's accumulators.
-  std::vector<llvm::AllocaInst*> accTile_;
-  /// While a column tile's pass is emitted: the column, whose accumulators
-  /// the reduces fold into.
-  llvm::Value* tileT_ = nullptr;
-  llvm::Function* fn_ = nullptr;
-  llvm::Value* end_ = nullptr;
-  llvm::BasicBlock* exit_ = nullptr;
-  llvm::BasicBlock* rowHeader_ = nullptr;  ///< of the loop over output rows
-  std::vector<llvm::AllocaInst*> idx_;     ///< the outer multi-index of the current output row
-  llvm::AllocaInst* pos_ = nullptr;        ///< its flat position
-  llvm::Value* i_ = nullptr;               ///< pos_, loaded in the row loop's header
-  std::vector<llvm::Value*> sizes_;
-  std::vector<std::vector<llvm::Value*>> strides_;
-  llvm::Value* rowLength_ = nullptr;
-  std::vector<llvm::AllocaInst*> ridx_;  ///< indices of the reduced dims but the innermost
-  llvm::AllocaInst* rflat_ = nullptr;    ///< row index of the current run's first element
-  std::vector<llvm::AllocaInst*> acc_, accIndex_;
-  std::vector<llvm::Value*> outerBase_;  ///< per param and index space: its offset at the current output row
-  std::vector<llvm::Value*> values_;     ///< per instruction: its outer value in the current row
-  std::vector<PassPlan> plans_;          ///< of the row loop being emitted
-  std::vector<int> slots_;               ///< per instruction: its stash slot, or -1
-  std::vector<int64_t> slotOffset_;      ///< per slot: bytes per row element before it
-  int64_t stashRowBytes_ = 0;            ///< stash bytes per row element
-  llvm::Value* stash_ = nullptr;         ///< the stash (kStashBytes on the stack)
-  /// Per instruction: the words of a dropout drawn by groups (only with a
-  /// stash, whose row bound sizes them), or null.
-  std::vector<llvm::AllocaInst*> draws_;
-  /// Per grouped dropout, while its pass's run loop is emitted: its word's
-  /// index in draws_ is drawAt_ + j. Empty elsewhere (argmax's search
-  /// loops draw per element).
-  std::vector<llvm::Value*> drawAt_;
-};
-
-}  // namespace
+    ir_.SetInsertPoint(next);
+  });
+  ir_.CreateBr(found);
+  ir_.SetInsertPoint(found);
+  return ir_.CreateLoad(i64_, accIndex_[r]);
+}
 
 void renderReduction(const Kernel& kernel, llvm::Module& module) { ReductionRenderer(kernel, module).render(); }
 
