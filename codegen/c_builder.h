@@ -128,9 +128,9 @@ struct CBuilder {
   }
 
   V c(double value) { return constant(value, dtype); }
-  // The one place constants are spelled. f32 constants are doubles rounded
-  // to f32, as the C++ evaluator (ir/scalar_eval.cpp) rounds them; integers
-  // saturate as there.
+  // The one place constants are spelled (with intConstant below). f32
+  // constants are doubles rounded to f32, as the C++ evaluator
+  // (ir/scalar_eval.cpp) rounds them; integers saturate as there.
   V constant(double value, DType t) {
     std::string text, comment;
     uint64_t bits = 0;
@@ -148,19 +148,22 @@ struct CBuilder {
         comment = fmt::format("{}", value);
         break;
       case DType::i32:
-      case DType::i64: {
-        const int64_t v = floatToIntSaturating(value, t);
-        bits = static_cast<uint64_t>(v);
-        text = intLiteral(v, t, d);
-        break;
-      }
-      case DType::boolean:
-        bits = value != 0;
-        text = bits ? "true" : "false";
-        break;
+      case DType::i64: return intConstant(floatToIntSaturating(value, t), t);
+      case DType::boolean: return intConstant(value != 0, t);
       case DType::f16:
       case DType::bf16: KILN_ASSERT(false, "constant of {}, which is not a compute dtype", dtypeName(t));
     }
+    return shared(t, bits, text, comment);
+  }
+  // Integers as exact literals, never through a double (Note [Integer
+  // constants are exact]).
+  V intConstant(int64_t v, DType t) {
+    if (t == DType::boolean) return shared(t, v != 0, v != 0 ? "true" : "false", {});
+    return shared(t, static_cast<uint64_t>(v), intLiteral(v, t, d), {});
+  }
+  /// The local holding constant `text` of dtype t with these bits, defined
+  /// once per kernel.
+  V shared(DType t, uint64_t bits, const std::string& text, const std::string& comment) {
     auto it = constants.find({t, bits});
     if (it != constants.end()) return it->second;
     V v = def(text, t, comment);

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <cstring>
 #include <optional>
 #include <string_view>
 
@@ -27,10 +26,13 @@ std::string instrStr(const ScalarInstr& in, int index) {
   switch (in.kind) {
     case ScalarInstr::Kind::load: return fmt::format("v{} = load p{} : {}", index, in.param, dtypeName(in.dtype));
     case ScalarInstr::Kind::constant: {
-      // Exact bits, so that signatures of different constants never collide.
-      uint64_t bits;
-      std::memcpy(&bits, &in.value, sizeof bits);
-      return fmt::format("v{} = constant {} (0x{:016x}) : {}", index, in.value, bits, dtypeName(in.dtype));
+      // An int is exact as printed; a float adds its bits, so that signatures
+      // of different constants never collide.
+      if (const int64_t* i = std::get_if<int64_t>(&in.value))
+        return fmt::format("v{} = constant {} : {}", index, *i, dtypeName(in.dtype));
+      const double value = std::get<double>(in.value);
+      return fmt::format("v{} = constant {} (0x{:016x}) : {}", index, value, std::bit_cast<uint64_t>(value),
+                         dtypeName(in.dtype));
     }
     case ScalarInstr::Kind::op: {
       std::string s = fmt::format("v{} = {}(", index, ir::opName(in.op));
@@ -78,9 +80,9 @@ ScalarInstr make(Kind kind, DType dtype, std::vector<int> operands = {}, int par
 
 ScalarInstr load(int param, DType dtype) { return make(Kind::load, dtype, {}, param); }
 
-ScalarInstr constant(double value, DType dtype) {
+ScalarInstr constant(ir::Number value, DType dtype) {
   ScalarInstr s = make(Kind::constant, dtype);
-  s.value = value;
+  s.value = ir::constantValue(value, dtype);
   return s;
 }
 

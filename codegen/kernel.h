@@ -135,8 +135,10 @@ struct ScalarInstr {
   ReduceOp reduceOp = ReduceOp::sum;  ///< for Kind::reduce
   std::vector<int> operands;          ///< for Kind::op: inputs; Kind::store, Kind::reduce: {value}
   int param = -1;                     ///< for load and store; for index, the index space
-  double value = 0.0;                 ///< for Kind::constant
-  ir::Attributes attrs;               ///< for Kind::op: the node's attributes
+  /// For Kind::constant: the value in the form of its dtype (an int for
+  /// integers and bool, kept exact; a double for floats: ir::constantValue).
+  ir::Number value = 0.0;
+  ir::Attributes attrs;  ///< for Kind::op: the node's attributes
   /// Result dtype (load: the param's; constant, op; store: the param's;
   /// reduce: the accumulator's, its operand's except argmax's i64).
   DType dtype = DType::f32;
@@ -146,7 +148,9 @@ struct ScalarInstr {
 /// `body = {load(0), constant(2.0), op(ir::Op::mul, {0, 1}), store(1, 2)}`.
 namespace instr {
 ScalarInstr load(int param, DType dtype = DType::f32);
-ScalarInstr constant(double value, DType dtype = DType::f32);
+/// A constant of `dtype`, `value` converted to the form of that dtype
+/// (ir::constantValue: integers stay exact).
+ScalarInstr constant(ir::Number value, DType dtype = DType::f32);
 ScalarInstr op(ir::Op op, std::vector<int> operands, ir::Attributes attrs = {}, DType dtype = DType::f32);
 ScalarInstr store(int param, int value, DType dtype = DType::f32);
 ScalarInstr reduce(ReduceOp op, int value, DType dtype = DType::f32);

@@ -131,7 +131,8 @@ int KernelBuilder::castTo(int v, DType to) {
 }
 
 int KernelBuilder::constant(const ir::Node& c) {
-  return add(instr::constant(ir::floatAttr(c.attrs(), "value", "constant"), c.output()->type().dtype));
+  const DType dtype = c.output()->type().dtype;
+  return add(instr::constant(ir::constantValue(c.attrs(), dtype), dtype));
 }
 
 int KernelBuilder::elementIndex(const ir::Shape& shape) {

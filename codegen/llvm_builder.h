@@ -61,13 +61,16 @@ struct LlvmScalarBuilder {
       case DType::f32: return llvm::ConstantFP::get(ir.getContext(), llvm::APFloat(static_cast<float>(v)));
       case DType::f64: return llvm::ConstantFP::get(ir.getContext(), llvm::APFloat(v));
       case DType::i32:
-      case DType::i64: return llvm::ConstantInt::getSigned(type(t), floatToIntSaturating(v, t));
-      case DType::boolean: return ir.getInt1(v != 0);
+      case DType::i64: return intConstant(floatToIntSaturating(v, t), t);
+      case DType::boolean: return intConstant(v != 0, t);
       case DType::f16:
       case DType::bf16: break;
     }
     KILN_ASSERT(false, "constant of {}, which is not a compute dtype", dtypeName(t));
     return nullptr;
+  }
+  V intConstant(int64_t v, DType t) {
+    return t == DType::boolean ? ir.getInt1(v != 0) : llvm::ConstantInt::getSigned(type(t), v);
   }
   V add(V a, V b) { return isFloat(a) ? ir.CreateFAdd(a, b) : ir.CreateAdd(a, b); }
   V sub(V a, V b) { return isFloat(a) ? ir.CreateFSub(a, b) : ir.CreateSub(a, b); }

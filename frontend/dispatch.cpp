@@ -233,7 +233,10 @@ Tensor dispatch(ir::Op op, std::vector<Operand> operands, const ir::Attributes& 
     for (size_t i = 0; i < operands.size(); ++i) {
       const Operand& o = operands[i];
       if (o.isScalar) {
-        const double value = o.kind == Operand::Kind::floating ? o.scalar : static_cast<double>(o.intScalar);
+        // An integer scalar stays an integer (Note [Integer constants are
+        // exact]): exact in an integer op, rounded once in a float one, as
+        // scalarTensor() stores it eagerly.
+        const ir::Number value = o.kind == Operand::Kind::floating ? ir::Number(o.scalar) : ir::Number(o.intScalar);
         inputs.push_back(trace->graph->createConstant(value, {want[i], {}, first->device()})->output());
       } else {
         inputs.push_back(castTo(*trace->graph, trace->valueOf(o.tensor, name.data()), want[i]));

@@ -132,8 +132,9 @@ const Tensor& Tensor::mul_(const Tensor& other) const { return writeInPlace(*thi
 const Tensor& Tensor::mul_(double other) const { return writeInPlace(*this, "mul_", mul(*this, other)); }
 const Tensor& Tensor::div_(const Tensor& other) const { return writeInPlace(*this, "div_", div(*this, other)); }
 const Tensor& Tensor::div_(double other) const { return writeInPlace(*this, "div_", div(*this, other)); }
-const Tensor& Tensor::clamp_(double min, double max) const {
-  return writeInPlace(*this, "clamp_", clamp(*this, min, max));
+const Tensor& Tensor::clamp_(std::optional<double> min, std::optional<double> max) const {
+  auto bound = [](std::optional<double> b) { return b ? std::optional<detail::Operand>(*b) : std::nullopt; };
+  return writeInPlace(*this, "clamp_", clamp(*this, bound(min), bound(max)));
 }
 const Tensor& Tensor::relu_() const { return writeInPlace(*this, "relu_", relu(*this)); }
 const Tensor& Tensor::neg_() const { return writeInPlace(*this, "neg_", neg(*this)); }

@@ -1,4 +1,5 @@
-// The eager op functions: each is one dispatch() of its op (clamp is two).
+// The eager op functions: each is one dispatch() of its op (clamp is two,
+// with its own gradient: Note [Clamp gradients]).
 #include "frontend/ops.h"
 
 #include <optional>
@@ -47,34 +48,90 @@ Tensor where(const Tensor& condition, const Operand& a, const Operand& b) {
   return detail::dispatch(Op::where, {condition, a, b});
 }
 
-Tensor clamp(const Tensor& x, const Operand& min, const Operand& max) {
+namespace {
+/// Note [Clamp gradients]: PyTorch 2.x (checked against 2.15 on every
+/// combination of -inf, -1, 0, 1, inf and NaN for x, min and max) has two
+/// rules. Number bounds: g where min < x < max, strictly, else 0 (0 at the
+/// bounds, for NaN x, for min >= max, for a NaN bound). Tensor bounds: the
+/// rule of `grads` below, which splits g between x and a bound that x
+/// equals when min < max. With one bound only, a tensor bound is plain
+/// maximum or minimum (clamp() runs them), and a number bound keeps the
+/// strict rule. kiln's mixed call (a tensor and a number) takes the tensor
+/// rule, the number a bound without a gradient, as PyTorch does with the
+/// number made a 0-d tensor (torch.clamp takes no mix).
+std::vector<Tensor> clampTensorGrads(const Tensor& g, const Tensor& x, const Operand& lo, const Operand& hi) {
+  const Tensor half = div(g, 2.0);
+  const Tensor ordered = lt(lo, hi);
+  // x: 0 outside [min, max] (NaN x is inside: both compares are false), a
+  // half where it ties a bound of a non-empty range, else g.
+  const Tensor tie = minimum(maximum(eq(x, lo), eq(x, hi)), ordered);
+  const Tensor gx = where(maximum(lt(x, lo), gt(x, hi)), 0.0, where(tie, half, g));
+  // min: g below it, a half at it, when min <= max (min < max for the half).
+  const Tensor gmin = where(minimum(lt(x, lo), le(lo, hi)), g, where(minimum(eq(x, lo), ordered), half, 0.0));
+  // max: g above it when min <= max, and everywhere when min > max (the
+  // result is max then, even for NaN x); a half at it when min < max.
+  const Tensor above = maximum(gt(lo, hi), minimum(gt(x, hi), le(lo, hi)));
+  const Tensor gmax = where(above, g, where(minimum(eq(x, hi), ordered), half, 0.0));
+  return {gx, gmin, gmax};
+}
+
+/// g where x is strictly inside the bounds given, else 0.
+Tensor clampNumberGrad(const Tensor& g, const Tensor& x, const std::optional<Operand>& lo,
+                       const std::optional<Operand>& hi) {
+  Tensor inside = lo ? gt(x, *lo) : Tensor();
+  if (hi) inside = inside.defined() ? minimum(inside, lt(x, *hi)) : lt(x, *hi);
+  return where(inside, g, 0.0);
+}
+}  // namespace
+
+Tensor clamp(const Tensor& x, const std::optional<Operand>& min, const std::optional<Operand>& max) {
   KILN_CHECK(x.defined(), "clamp: argument 0 is an undefined tensor");
+  KILN_CHECK(min || max, "clamp: expected a min or a max bound, got neither");
+  const bool tensorMin = min && !min->isScalar, tensorMax = max && !max->isScalar;
+  // One tensor bound: maximum or minimum, with their gradients, as PyTorch.
+  if (tensorMin && !max) return maximum(x, *min);
+  if (tensorMax && !min) return minimum(x, *max);
   // The result dtype of all three, as torch.clamp promotes them; the two
   // steps then compute in it, so the order of promotion cannot matter.
-  const DType dtype = detail::promotedDType(Op::maximum, std::vector<Operand>{x, min, max});
+  std::vector<Operand> all{x};
+  for (const auto& b : {min, max})
+    if (b) all.push_back(*b);
+  const DType dtype = detail::promotedDType(Op::maximum, all);
   Tensor y;
   {
     NoGradGuard noGrad;
-    y = minimum(maximum(x.to(dtype), min), max);
+    y = x.to(dtype);
+    if (min) y = maximum(y, *min);
+    if (max) y = minimum(y, *max);
   }
-  // PyTorch's gradient: g to x where min <= x <= max, to min where x < min,
-  // to max where x > max (not the chain rule through maximum and minimum,
-  // which would halve it at the bounds).
-  std::vector<Tensor> inputs{x, min.isScalar ? Tensor() : min.tensor, max.isScalar ? Tensor() : max.tensor};
-  auto save = [](const Operand& o) { return o.isScalar ? std::optional<Operand>(o) : std::nullopt; };
-  autograd::attach("ClampBackward", inputs, std::span<const Tensor>(&y, 1),
-                   [sx = autograd::SavedTensor(x), smin = inputs[1].defined() ? autograd::SavedTensor(inputs[1])
-                                                                              : autograd::SavedTensor(),
-                    smax = inputs[2].defined() ? autograd::SavedTensor(inputs[2]) : autograd::SavedTensor(),
-                    lo = save(min), hi = save(max)](const std::vector<Tensor>& grads) {
-                     const char* node = "ClampBackward";
-                     const Tensor xv = sx.unpack(node), g = grads.at(0);
-                     const Operand mn = lo ? *lo : Operand(smin.unpack(node));
-                     const Operand mx = hi ? *hi : Operand(smax.unpack(node));
-                     const Tensor inside = minimum(ge(xv, mn), le(xv, mx));
-                     return std::vector<Tensor>{where(inside, g, 0.0), lo ? Tensor() : where(lt(xv, mn), g, 0.0),
-                                                hi ? Tensor() : where(gt(xv, mx), g, 0.0)};
-                   });
+  // Note [Clamp gradients]: not the chain rule through maximum and minimum.
+  if (!tensorMin && !tensorMax) {
+    // The number rule reads the result: min < y < max exactly where min <
+    // x < max (y is a bound or NaN elsewhere), so clamp_, which overwrites
+    // x, needs no copy of it.
+    autograd::attach("ClampBackward", std::span<const Tensor>(&x, 1), std::span<const Tensor>(&y, 1),
+                     [sy = autograd::SavedTensor(y), min, max](const std::vector<Tensor>& grads) {
+                       return std::vector<Tensor>{clampNumberGrad(grads.at(0), sy.unpack("ClampBackward"), min, max)};
+                     });
+    return y;
+  }
+  // The tensor rule (both bounds are given here): each bound is its number
+  // or its saved tensor, compared in the dtype the forward compared in.
+  struct Bound {
+    std::optional<Operand> number;
+    autograd::SavedTensor tensor;
+    Operand get(DType dtype) const { return number ? *number : Operand(tensor.unpack("ClampBackward").to(dtype)); }
+  };
+  auto bound = [](const std::optional<Operand>& b) {
+    return b->isScalar ? Bound{b, {}} : Bound{std::nullopt, autograd::SavedTensor(b->tensor)};
+  };
+  std::vector<Tensor> inputs{x, tensorMin ? min->tensor : Tensor(), tensorMax ? max->tensor : Tensor()};
+  autograd::attach(
+      "ClampBackward", inputs, std::span<const Tensor>(&y, 1),
+      [sx = autograd::SavedTensor(x), lo = bound(min), hi = bound(max), dtype](const std::vector<Tensor>& grads) {
+        const Tensor xv = sx.unpack("ClampBackward").to(dtype);
+        return clampTensorGrads(grads.at(0), xv, lo.get(dtype), hi.get(dtype));
+      });
   return y;
 }
 

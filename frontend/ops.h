@@ -7,6 +7,7 @@
 // i32 tensor * 2.5 is f32, f16 tensor * 2.0 stays f16).
 #pragma once
 
+#include <optional>
 #include <string_view>
 #include <type_traits>
 
@@ -49,9 +50,13 @@ Tensor ge(const Operand& a, const Operand& b);
 /// `a` where `condition` (a bool tensor) holds, else `b`; the three
 /// broadcast together, and a and b promote to one dtype.
 Tensor where(const Tensor& condition, const Operand& a, const Operand& b);
-/// minimum(maximum(x, min), max): NaN in x, min or max gives NaN, and the
-/// result has the promoted dtype of the three, as torch.clamp.
-Tensor clamp(const Tensor& x, const Operand& min, const Operand& max);
+/// minimum(maximum(x, min), max): NaN in x, min or max gives NaN, min >
+/// max gives max, and the result has the promoted dtype of the three, as
+/// torch.clamp. Either bound may be left out (std::nullopt), not both.
+/// Gradients as PyTorch 2.x's (Note [Clamp gradients] in ops.cpp): number
+/// bounds give x the gradient strictly inside them only (0 at a bound);
+/// tensor bounds split it between x and the bound x ties.
+Tensor clamp(const Tensor& x, const std::optional<Operand>& min, const std::optional<Operand>& max);
 
 // Unary. exp, log, sqrt, tanh, sigmoid, rsqrt, sin, cos, erf, silu and gelu
 // of an integer or bool tensor are f32.

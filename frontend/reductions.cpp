@@ -2,7 +2,10 @@
 // registry op, which checks the dims and dtypes (ir/reduction_rules.cpp).
 #include "frontend/reductions.h"
 
+#include "frontend/autograd/function.h"
+#include "frontend/autograd/grad_mode.h"
 #include "frontend/dispatch.h"
+#include "frontend/ops.h"
 #include "runtime/error.h"
 
 namespace kiln {
@@ -42,8 +45,31 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
 
 std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
   KILN_CHECK(x.defined(), "max: argument 0 is an undefined tensor");
-  ir::normalizeDim("max", dim, x.type());  // name max, not amax, in the error
-  return {amax(x, {dim}, keepdim), argmax(x, dim, keepdim)};
+  const int d = ir::normalizeDim("max", dim, x.type());  // name max, not amax, in the error
+  const Tensor indices = argmax(x, dim, keepdim);
+  Tensor values;
+  {
+    NoGradGuard noGrad;
+    values = amax(x, {dim}, keepdim);
+  }
+  // PyTorch's value_selecting_reduction_backward: the whole gradient of a
+  // row goes to the index max returns (the first maximum, or the first
+  // NaN), so values and indices agree; amax's gradient instead splits it
+  // over the ties. No scatter op yet: g lands where a position along `dim`
+  // equals the index, one elementwise where().
+  autograd::attach(
+      "MaxBackward0", std::span<const Tensor>(&x, 1), std::span<const Tensor>(&values, 1),
+      [saved = autograd::SavedTensor(indices), in = x.type(), d, keepdim](const std::vector<Tensor>& grads) {
+        const Tensor& g = grads.at(0);
+        if (in.shape.empty()) return std::vector<Tensor>{g};
+        const Tensor index = saved.unpack("MaxBackward0");
+        Shape along(in.shape.size(), 1);
+        along[d] = in.shape[d];
+        const Tensor positions = arange(0, static_cast<double>(in.shape[d]), 1, DType::i64, in.device).reshape(along);
+        return std::vector<Tensor>{
+            where(eq(positions, keepdim ? index : index.unsqueeze(d)), keepdim ? g : g.unsqueeze(d), 0.0)};
+      });
+  return {values, indices};
 }
 
 }  // namespace kiln

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -206,7 +207,8 @@ class Tensor {
   const Tensor& mul_(double other) const;
   const Tensor& div_(const Tensor& other) const;
   const Tensor& div_(double other) const;
-  const Tensor& clamp_(double min, double max) const;
+  /// clamp(*this, min, max) in place; either bound may be std::nullopt.
+  const Tensor& clamp_(std::optional<double> min, std::optional<double> max) const;
   const Tensor& relu_() const;
   const Tensor& neg_() const;
   const Tensor& sqrt_() const;

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "runtime/error.h"
+#include "runtime/numeric.h"
 
 namespace kiln::ir {
 
@@ -67,6 +68,34 @@ double floatAttr(const Attributes& attrs, const char* name, std::string_view op)
   if (const double* v = std::get_if<double>(&it->second)) return *v;
   if (const int64_t* v = std::get_if<int64_t>(&it->second)) return static_cast<double>(*v);
   fail("{}: attribute '{}' must be a float, got {}", op, name, attrStr(it->second));
+}
+
+Number numberAttr(const Attributes& attrs, const char* name, std::string_view op) {
+  auto it = attrs.find(name);
+  KILN_CHECK(it != attrs.end(), "{}: missing attribute '{}'", op, name);
+  if (const double* v = std::get_if<double>(&it->second)) return *v;
+  if (const int64_t* v = std::get_if<int64_t>(&it->second)) return *v;
+  fail("{}: attribute '{}' must be an int or a float, got {}", op, name, attrStr(it->second));
+}
+
+Number constantValue(const Number& value, DType dtype) {
+  const int64_t* i = std::get_if<int64_t>(&value);
+  const double f = i ? 0.0 : std::get<double>(value);
+  switch (dtype) {
+    case DType::i32:
+      return i ? static_cast<int64_t>(static_cast<int32_t>(static_cast<uint32_t>(*i))) : floatToIntSaturating(f, dtype);
+    case DType::i64: return i ? *i : floatToIntSaturating(f, dtype);
+    case DType::boolean: return int64_t{i ? *i != 0 : f != 0};
+    case DType::f64: return i ? static_cast<double>(*i) : f;
+    case DType::f32:
+    case DType::f16:
+    case DType::bf16: return i ? static_cast<double>(static_cast<float>(*i)) : f;
+  }
+  return value;
+}
+
+Number constantValue(const Attributes& attrs, DType dtype) {
+  return constantValue(numberAttr(attrs, "value", "constant"), dtype);
 }
 
 const std::vector<int64_t>& intListAttr(const Attributes& attrs, const char* name, std::string_view op) {

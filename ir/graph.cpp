@@ -111,8 +111,11 @@ Node* Graph::create(Op op, std::span<Value* const> inputs, Attributes attrs, Nod
   return appendRaw(op, inputs, {std::move(result)}, std::move(attrs), before);
 }
 
-Node* Graph::createConstant(double value, TensorType type, Node* before) {
-  return appendRaw(Op::constant, {}, {std::move(type)}, {{"value", value}}, before);
+Node* Graph::createConstant(Number value, TensorType type, Node* before) {
+  const Number v = constantValue(value, type.dtype);
+  AttrValue attr =
+      std::holds_alternative<int64_t>(v) ? AttrValue(std::get<int64_t>(v)) : AttrValue(std::get<double>(v));
+  return appendRaw(Op::constant, {}, {std::move(type)}, {{"value", std::move(attr)}}, before);
 }
 
 void Graph::erase(Node* node) {

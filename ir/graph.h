@@ -162,8 +162,9 @@ class Graph {
   /// Appends a node whose result type comes from the registry's rules;
   /// throws kiln::Error when the inputs break them.
   Node* create(Op op, std::span<Value* const> inputs, Attributes attrs = {}, Node* before = nullptr);
-  /// Appends a scalar constant of `type`.
-  Node* createConstant(double value, TensorType type, Node* before = nullptr);
+  /// Appends a scalar constant of `type` holding `value` in the form of
+  /// its dtype (ir::constantValue: an int for integer and bool dtypes).
+  Node* createConstant(Number value, TensorType type, Node* before = nullptr);
 
   /// Removes a node whose results have no uses.
   void erase(Node* node);

@@ -43,6 +43,7 @@ struct CppBuilder {
     KILN_ASSERT(false, "constant of {}, which is not a compute dtype", dtypeName(t));
     return {};
   }
+  V intConstant(int64_t v, DType t) { return in(t, v); }
   // Integer arithmetic in uint64_t, which wraps; in() wraps i32 to 32 bits.
   static uint64_t u(const V& a) { return static_cast<uint64_t>(a.i); }
   V add(V a, V b) {

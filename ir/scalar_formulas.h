@@ -45,6 +45,9 @@
 //   V constant(double v, DType t)      v converted as `cast` converts a double
 //                                      (floats round to nearest, integers
 //                                      saturate, bool is v != 0)
+//   V intConstant(int64_t v, DType t)  integer dtype t (i32, i64, bool)
+//                                      holding v exactly, which it fits
+//                                      (Note [Integer constants are exact])
 //   V add(V,V), sub(V,V), mul(V,V), neg(V)   IEEE for floats; integers wrap
 //   V div(V,V), sqrt(V), rint(V)       floats only; rint rounds half to even
 //   M lt, gt, le, ge, eq (V,V)         ordered for floats (false with NaN);
@@ -383,10 +386,21 @@ typename B::V roundTo(B& b, typename B::V x, DType dtype) {
   return x;
 }
 
-/// A constant of `dtype`: `value` converted as `cast` converts an f64.
+/// A constant of compute dtype `t` (not rounded): `value` in the form
+/// constantValue() gives it, an int made exactly (Note [Integer constants
+/// are exact]), a double converted as `cast` converts an f64.
 template <class B>
-typename B::V emitConstant(B& b, double value, DType dtype) {
-  return roundTo(b, b.constant(value, computeDType(dtype)), dtype);
+typename B::V constantIn(B& b, const Number& value, DType t) {
+  const Number v = constantValue(value, t);
+  if (const int64_t* i = std::get_if<int64_t>(&v)) return b.intConstant(*i, t);
+  return b.constant(std::get<double>(v), t);
+}
+
+/// A constant of `dtype`: an int converted as `cast` converts an i64, a
+/// float as it converts an f64.
+template <class B>
+typename B::V emitConstant(B& b, const Number& value, DType dtype) {
+  return roundTo(b, constantIn(b, value, computeDType(dtype)), dtype);
 }
 
 namespace detail {
@@ -395,7 +409,7 @@ template <class B>
 typename B::V emitOp(B& b, Op op, DType outType, std::span<const typename B::V> in, const Attributes& attrs) {
   const bool f64 = b.dtype == DType::f64;
   switch (op) {
-    case Op::constant: return b.constant(floatAttr(attrs, "value", "constant"), b.dtype);
+    case Op::constant: return constantIn(b, numberAttr(attrs, "value", "constant"), b.dtype);
     case Op::add: return b.add(in[0], in[1]);
     case Op::sub: return b.sub(in[0], in[1]);
     case Op::mul: return b.mul(in[0], in[1]);

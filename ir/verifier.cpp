@@ -103,8 +103,16 @@ class Verifier {
     if (n->op() == Op::constant) {
       auto it = n->attrs().find("value");
       if (it == n->attrs().end()) nodeError(n, label, "constant: missing attribute 'value'");
-      if (!std::holds_alternative<double>(it->second))
-        nodeError(n, label, fmt::format("constant: attribute 'value' must be a float, got {}", attrStr(it->second)));
+      const int64_t* i = std::get_if<int64_t>(&it->second);
+      if (!i && !std::holds_alternative<double>(it->second))
+        nodeError(n, label,
+                  fmt::format("constant: attribute 'value' must be an int or a float, got {}", attrStr(it->second)));
+      // An int is exact (Note [Integer constants are exact]): one that the
+      // dtype cannot hold is a mistake, not something to wrap silently.
+      const DType dtype = n->output()->type().dtype;
+      if (i &&
+          ((dtype == DType::i32 && *i != static_cast<int32_t>(*i)) || (dtype == DType::boolean && *i != 0 && *i != 1)))
+        nodeError(n, label, fmt::format("constant: value {} does not fit {}", *i, dtypeName(dtype)));
       return;
     }
     if (n->op() == Op::fusion) return fusion(n, label, fmt::format("{}, body of node {}", graphLabel, i));

@@ -51,7 +51,7 @@ Value* in(const Node* n, int i) { return n->input(i); }
 bool isConst(const Value* v, float c) {
   const Node* d = v->node();
   if (!d || d->op() != Op::constant || v->type().dtype != DType::f32) return false;
-  const auto value = static_cast<float>(ir::floatAttr(d->attrs(), "value", "constant"));
+  const auto value = static_cast<float>(std::get<double>(ir::constantValue(d->attrs(), DType::f32)));
   return std::bit_cast<uint32_t>(value) == std::bit_cast<uint32_t>(c);
 }
 

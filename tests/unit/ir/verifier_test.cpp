@@ -116,9 +116,17 @@ TEST(Verifier, Constants) {
   const Case cases[] = {
       {"  %0 = constant() : f32[]@cpu\n  return %x\n}\n",
        "t.kir:2:3: graph @g, node 0: constant: missing attribute 'value'\n  %0 = constant() : f32[]@cpu"},
-      {"  %0 = constant() {value = 1} : f32[]@cpu\n  return %x\n}\n",
-       "t.kir:2:3: graph @g, node 0: constant: attribute 'value' must be a float, got 1\n"
-       "  %0 = constant() {value = 1} : f32[]@cpu"},
+      {"  %0 = constant() {value = \"1\"} : f32[]@cpu\n  return %x\n}\n",
+       "t.kir:2:3: graph @g, node 0: constant: attribute 'value' must be an int or a float, got \"1\"\n"
+       "  %0 = constant() {value = \"1\"} : f32[]@cpu"},
+      // An int value is exact (Note [Integer constants are exact]); one the
+      // dtype cannot hold is an error rather than wrapped.
+      {"  %0 = constant() {value = 2147483648} : i32[]@cpu\n  return %x\n}\n",
+       "t.kir:2:3: graph @g, node 0: constant: value 2147483648 does not fit i32\n"
+       "  %0 = constant() {value = 2147483648} : i32[]@cpu"},
+      {"  %0 = constant() {value = 2} : bool[]@cpu\n  return %x\n}\n",
+       "t.kir:2:3: graph @g, node 0: constant: value 2 does not fit bool\n"
+       "  %0 = constant() {value = 2} : bool[]@cpu"},
       {"  %0 = constant(%x) {value = 1.0} : f32[]@cpu\n  return %x\n}\n",
        "t.kir:2:3: graph @g, node 0: constant: expected 0 inputs, got 1\n"
        "  %0 = constant(%x) {value = 1.0} : f32[]@cpu"},

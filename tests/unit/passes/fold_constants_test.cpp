@@ -1,6 +1,7 @@
 // fold-constants: constants broadcast into the result type, chains fold in
 // one run, folded values are the kernels' bits (special values included),
-// and what is not folded: non-constant inputs, movement ops, other dtypes.
+// every dtype folds with its own formulas and integers exactly, and what is
+// not folded: non-constant inputs, movement ops.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -17,7 +18,6 @@ namespace {
 using namespace kiln;
 using namespace kiln::testutil;
 using ir::Op;
-
 
 int64_t fold(ir::Graph& g) {
   passes::PassManager pm("fold-constants");
@@ -106,7 +106,7 @@ TEST(FoldConstants, SpecialValuesFoldToTheFormulasResults) {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const Case cases[] = {
-      {Op::relu, -0.0f, 0, -0.0f},    {Op::neg, 0.0f, 0, -0.0f},         {Op::log, 0.0f, 0, -inf},
+      {Op::relu, -0.0f, 0, -0.0f},   {Op::neg, 0.0f, 0, -0.0f},         {Op::log, 0.0f, 0, -inf},
       {Op::log, -1.0f, 0, nan},      {Op::sqrt, -0.0f, 0, -0.0f},       {Op::div, 1.0f, 0.0f, inf},
       {Op::div, 1.0f, -0.0f, -inf},  {Op::maximum, 0.0f, -0.0f, -0.0f}, {Op::maximum, -0.0f, 0.0f, 0.0f},
       {Op::maximum, nan, 1.0f, nan}, {Op::minimum, 1.0f, nan, nan},     {Op::add, -0.0f, 0.0f, 0.0f},
@@ -156,18 +156,66 @@ TEST(FoldConstants, AConstantStillUsedElsewhereStays) {
   EXPECT_EQ(valueOf(g.outputs()[1]), -2.0f);
 }
 
-TEST(FoldConstants, MovementOpsAndOtherDtypesAreNotFolded) {
+TEST(FoldConstants, MovementOpsAreNotFolded) {
   ir::Graph g;
   ir::Value* r =
       g.create(Op::reshape, std::vector<ir::Value*>{constant(g, 1.0, {2, 3})}, {{"shape", std::vector<int64_t>{6}}})
           ->output();
-  // An f64 add (built raw: the registry does not take f64 yet).
-  ir::TensorType f64{DType::f64, {}, Device::cpu()};
-  ir::Value* a = g.createConstant(1.0, f64)->output();
-  ir::Value* d = g.appendRaw(Op::add, std::vector<ir::Value*>{a, a}, {f64})->output();
-  g.setOutputs({r, d});
+  g.setOutputs({r});
   EXPECT_EQ(fold(g), 0);
-  EXPECT_EQ(g.numNodes(), 4);
+  EXPECT_EQ(g.numNodes(), 2);
+}
+
+/// The constant node defining `v`: its value attribute as it is.
+ir::Number numberOf(const ir::Value* v) {
+  EXPECT_TRUE(v->node() && v->node()->op() == Op::constant) << "not a constant";
+  return ir::numberAttr(v->node()->attrs(), "value", "constant");
+}
+
+TEST(FoldConstants, IntegersFoldExactly) {
+  // Note [Integer constants are exact]: 2^60 + 2 and 2^60 are one double;
+  // as i64 constants they stay apart, their sum wraps, and the results are
+  // int attributes with every bit.
+  const ir::TensorType i64{DType::i64, {}, Device::cpu()};
+  const int64_t big = (int64_t{1} << 60) + 2, max = std::numeric_limits<int64_t>::max();
+  ir::Graph g;
+  ir::Value* a = g.createConstant(big, i64)->output();
+  ir::Value* b = g.createConstant(int64_t{1} << 60, i64)->output();
+  ir::Value* m = g.createConstant(max, i64)->output();
+  g.setOutputs({bin(g, Op::sub, a, b), bin(g, Op::eq, a, b), bin(g, Op::add, m, a), bin(g, Op::mul, a, a)});
+  EXPECT_EQ(fold(g), 4);
+  ASSERT_EQ(g.numNodes(), 4) << ir::printGraph(g);
+  EXPECT_EQ(numberOf(g.outputs()[0]), ir::Number(int64_t{2}));
+  EXPECT_EQ(numberOf(g.outputs()[1]), ir::Number(int64_t{0})) << "bool false";
+  const uint64_t wrapped = static_cast<uint64_t>(max) + static_cast<uint64_t>(big);
+  EXPECT_EQ(numberOf(g.outputs()[2]), ir::Number(static_cast<int64_t>(wrapped)));
+  const uint64_t square = static_cast<uint64_t>(big) * static_cast<uint64_t>(big);
+  EXPECT_EQ(numberOf(g.outputs()[3]), ir::Number(static_cast<int64_t>(square)));
+}
+
+TEST(FoldConstants, OtherDtypesFoldWithTheirFormulas) {
+  // f64 in f64 (not the f32 sum), i32 wrapping, a cast of an i64 beyond
+  // 2^53 to f32 rounded once, and f16 rounded to f16: each the evaluator's.
+  ir::Graph g;
+  const ir::TensorType f64{DType::f64, {}, Device::cpu()}, i32{DType::i32, {}, Device::cpu()},
+      i64{DType::i64, {}, Device::cpu()}, f16{DType::f16, {}, Device::cpu()};
+  ir::Value* d = bin(g, Op::add, g.createConstant(0.1, f64)->output(), g.createConstant(0.2, f64)->output());
+  ir::Value* w = bin(g, Op::add, g.createConstant(int64_t{2147483647}, i32)->output(),
+                     g.createConstant(int64_t{1}, i32)->output());
+  const int64_t s = (int64_t{1} << 60) + (int64_t{1} << 36) + 1;
+  ir::Value* c =
+      g.create(Op::cast, std::vector<ir::Value*>{g.createConstant(s, i64)->output()}, {{"dtype", DType::f32}})
+          ->output();
+  ir::Value* h = bin(g, Op::mul, g.createConstant(0.1, f16)->output(), g.createConstant(3.0, f16)->output());
+  g.setOutputs({d, w, c, h});
+  EXPECT_EQ(fold(g), 4);
+  ASSERT_EQ(g.numNodes(), 4) << ir::printGraph(g);
+  EXPECT_EQ(numberOf(g.outputs()[0]), ir::Number(0.1 + 0.2));
+  EXPECT_EQ(numberOf(g.outputs()[1]), ir::Number(int64_t{-2147483648}));
+  EXPECT_EQ(numberOf(g.outputs()[2]), ir::Number(static_cast<double>(static_cast<float>(s))));
+  EXPECT_NE(static_cast<float>(s), static_cast<float>(static_cast<double>(s))) << "one rounding, not two";
+  const ir::ScalarValue in[] = {ir::ScalarValue::of(DType::f16, 0.1), ir::ScalarValue::of(DType::f16, 3.0)};
+  EXPECT_EQ(numberOf(g.outputs()[3]), ir::Number(ir::evalScalar(Op::mul, in).f));
 }
 
 TEST(FoldConstants, KeepsTheFoldedValuesName) {
