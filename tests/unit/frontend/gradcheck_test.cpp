@@ -150,6 +150,14 @@ TEST(Gradcheck, Composites) {
   EXPECT_TRUE(r.ok) << r.message;
   r = gradcheck([](auto& x) { return x[0].t().contiguous() * x[0].t().clone(); }, {leaf({2, 3}, 60)});
   EXPECT_TRUE(r.ok) << r.message;
+  // One bound, a number or a tensor (max(x, dim)'s values: random rows have no ties).
+  r = gradcheck([](auto& x) { return clamp(x[0], std::nullopt, 0.25) + clamp(x[0], x[1], std::nullopt); },
+                {leaf({6}, 61), leaf({6}, 62)});
+  EXPECT_TRUE(r.ok) << r.message;
+  r = gradcheck(
+      [](auto& x) { return std::get<0>(kiln::max(x[0], 1)) + kiln::sum(std::get<0>(kiln::max(x[0], 0, true))); },
+      {leaf({3, 4}, 63)});
+  EXPECT_TRUE(r.ok) << r.message;
 }
 
 TEST(Gradcheck, FindsAWrongGradient) {
