@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <set>
 
 #include "codegen/codegen.h"
@@ -146,6 +147,33 @@ Kernel compareToBool() {
   return k;
 }
 
+/// Integer constants beyond 2^53 and the int64 limits, exact in every
+/// dialect (Note [Integer constants are exact]): x == 2^60 + 2, x + INT64_MIN,
+/// x * (2^53 + 1), and y + (2^60 + 2^36 + 1) rounded once to f32.
+Kernel intConstants() {
+  const DType i64 = DType::i64, b = DType::boolean;
+  Kernel k;
+  k.name = "kiln_int_constants";
+  k.params = {{i64, false, InnerStride::one}, {DType::f32, false, InnerStride::one},
+              {b, true, InnerStride::one},    {i64, true, InnerStride::one},
+              {i64, true, InnerStride::one},  {DType::f32, true, InnerStride::one}};
+  k.body = {load(0, i64),
+            load(1),
+            constant((int64_t{1} << 60) + 2, i64),
+            op(Op::eq, {0, 2}, {}, b),
+            constant(std::numeric_limits<int64_t>::min(), i64),
+            op(Op::add, {0, 4}, {}, i64),
+            constant((int64_t{1} << 53) + 1, i64),
+            op(Op::mul, {0, 6}, {}, i64),
+            constant((int64_t{1} << 60) + (int64_t{1} << 36) + 1, DType::f32),
+            op(Op::add, {1, 8}),
+            store(2, 3, b),
+            store(3, 5, i64),
+            store(4, 7, i64),
+            store(5, 9)};
+  return k;
+}
+
 // --- Reduction kernels. ---
 
 /// sum of `d` as the lowering writes it: floats accumulate in f64, integers
@@ -223,7 +251,8 @@ std::vector<Kernel> elementwiseKernels() {
                             biasAdd(InnerStride::any),
                             rank3(),
                             halfChain(),
-                            compareToBool()};
+                            compareToBool(),
+                            intConstants()};
   for (DType d : {DType::f32, DType::f16, DType::bf16, DType::f64}) ks.push_back(reluDropoutMul(d));
   ks.push_back(reluDropoutMul(DType::f32, InnerStride::any));
   ks.push_back(reluDropoutMul(DType::f32, InnerStride::one, InnerStride::any));

@@ -265,7 +265,7 @@ std::vector<RunCase> elementwiseCases() {
       cases.push_back(strided(k, {5, 6, 7}, {{1, 5, 30}, {6, 1, 0}, {42, 7, 1}}, {}, testElements));
     if (n == "kiln_half_chain")
       cases.push_back(strided(k, {19, 41}, {{41, 1}, {1, 0}, {1, 19}, {41, 1}, {41, 1}, {41, 1}}, {}, testElements));
-    if (n == "kiln_every_op" || n == "kiln_cmp_bool")
+    if (n == "kiln_every_op" || n == "kiln_cmp_bool" || n == "kiln_int_constants")
       cases.push_back(flat(k, 1501, std::vector<int64_t>(k.params.size(), 1)));
     if (n.starts_with("kiln_dropout_")) {
       if (k.rank == 1)
