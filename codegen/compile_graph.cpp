@@ -158,58 +158,19 @@ bool supports(const ir::Node& node, Device device, std::string* why) {
   for (const ir::Value* v : node.inputs())
     if (v->type().device != device) return no(fmt::format("input on {}", v->type().device.str()));
   if (!targetFor(device).supports(node, why)) return false;
-  switch (node.op()) {
-    case ir::Op::fusion: return true;
-    case ir::Op::constant: return true;  // folded into the kernels that read it
-    case ir::Op::add:
-    case ir::Op::sub:
-    case ir::Op::mul:
-    case ir::Op::div:
-    case ir::Op::maximum:
-    case ir::Op::minimum:
-    case ir::Op::neg:
-    case ir::Op::relu:
-    case ir::Op::exp:
-    case ir::Op::log:
-    case ir::Op::sqrt:
-    case ir::Op::tanh:
-    case ir::Op::sigmoid:
-    case ir::Op::pow:
-    case ir::Op::abs:
-    case ir::Op::rsqrt:
-    case ir::Op::sin:
-    case ir::Op::cos:
-    case ir::Op::erf:
-    case ir::Op::silu:
-    case ir::Op::gelu:
-    case ir::Op::cast:
-    case ir::Op::eq:
-    case ir::Op::ne:
-    case ir::Op::lt:
-    case ir::Op::le:
-    case ir::Op::gt:
-    case ir::Op::ge:
-    case ir::Op::where:
-    case ir::Op::dropout: return no("elementwise ops run inside fusion nodes (run fuse-elementwise first)");
-    case ir::Op::reshape:
-    case ir::Op::transpose:
-    case ir::Op::slice:
-    case ir::Op::expand:
+  switch (node.info().kind) {
+    case ir::OpKind::control: return true;   // fusion
+    case ir::OpKind::constant: return true;  // folded into the kernels that read it
+    case ir::OpKind::elementwise: return no("elementwise ops run inside fusion nodes (run fuse-elementwise first)");
+    case ir::OpKind::movement:
       // Note [Library calls read views]: a view read only by library calls
       // is an alias of its input's slot with other strides.
+      if (!ir::isViewOp(node.op())) return no("movement ops run inside fusion nodes (run fuse-elementwise first)");
       if (readByLibraryCallsOnly(node.output())) return true;
       return no(
           "movement ops run inside fusion nodes, unless only library calls read them (run fuse-elementwise first)");
-    case ir::Op::cat: return no("movement ops run inside fusion nodes (run fuse-elementwise first)");
-    case ir::Op::sum:
-    case ir::Op::mean:
-    case ir::Op::amax:
-    case ir::Op::amin:
-    case ir::Op::argmax:
-    case ir::Op::var: return true;  // a kernel of one reduction (codegen/lowering_reduction.cpp)
-    case ir::Op::matmul:
-    case ir::Op::index_select:
-    case ir::Op::index_add: return true;  // a library call (codegen/lowering_library.cpp)
+    case ir::OpKind::reduction: return true;  // a kernel of one reduction (codegen/lowering_reduction.cpp)
+    case ir::OpKind::library: return true;    // a library call (codegen/lowering_library.cpp)
   }
   return no("unknown op");
 }
@@ -255,7 +216,7 @@ runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::spa
   bool checksData = false;
   for (const ir::Node* n : graph.nodes()) {
     position.emplace(n, position.size());
-    checksData = checksData || n->op() == ir::Op::index_select || n->op() == ir::Op::index_add;
+    checksData = checksData || ir::checksData(n->op());
   }
   std::unordered_map<const ir::Value*, const ir::Value*> donor;  // result -> graph input
   for (const Donation& d : checksData ? std::span<const Donation>() : donations) {

@@ -297,19 +297,12 @@ KernelStages kernelStages(const Kernel& k) {
   // Note [Stashed row values]: every pass recomputes the row values it
   // needs from the loads, which costs nothing for x - mean but a lot for
   // dropout's Philox draws or softmax's exp. A row value that a later pass
-  // needs again and that costs at least kStashCost to recompute (weights
-  // below, roughly vector instructions) is marked, so that a renderer can
-  // keep it for the row (the CPU's stash, codegen/llvm_reduction.cpp)
-  // instead. It changes where a value comes from, never what it is.
+  // needs again and that costs at least kStashCost to recompute (the sum of
+  // its ops' ir::recomputeCost, roughly vector instructions, a column of
+  // ir/Ops.def) is marked, so that a renderer can keep it for the row (the
+  // CPU's stash, codegen/llvm_reduction.cpp) instead. It changes where a
+  // value comes from, never what it is.
   constexpr int kStashCost = 6;
-  auto weight = [](ir::Op op) {
-    if (op == ir::Op::dropout) return 24;  // Philox4x32-10: ten rounds of multiplies
-    if (op == ir::Op::exp || op == ir::Op::log || op == ir::Op::tanh || op == ir::Op::sigmoid || op == ir::Op::sin ||
-        op == ir::Op::cos || op == ir::Op::erf || op == ir::Op::silu || op == ir::Op::gelu || op == ir::Op::pow)
-      return 8;  // polynomials (ir/scalar_formulas.h)
-    if (op == ir::Op::div || op == ir::Op::sqrt || op == ir::Op::rsqrt) return 2;
-    return 1;
-  };
   auto cost = [&](int v) {
     std::vector<bool> seen(static_cast<size_t>(count), false);
     std::vector<int> stack{v};
@@ -319,7 +312,7 @@ KernelStages kernelStages(const Kernel& k) {
       stack.pop_back();
       if (seen[i] || !st.row[i] || k.body[i].kind != ScalarInstr::Kind::op) continue;
       seen[i] = true;
-      total += weight(k.body[i].op);
+      total += ir::recomputeCost(k.body[i].op);
       for (int o : k.body[i].operands) stack.push_back(o);
     }
     return total;

@@ -80,15 +80,12 @@ DType scalarCategoryDType(const Operand& o) {
 /// The dtype each operand enters the op with.
 std::vector<DType> operandDTypes(ir::Op op, std::span<const Operand> operands) {
   std::vector<DType> want(operands.size());
-  if (op == ir::Op::cast) {
-    want[0] = operands[0].isScalar ? scalarCategoryDType(operands[0]) : operands[0].tensor.dtype();
-    return want;
-  }
   // Library calls take their operands as they are (matmul of f32 and f64 is
   // an error in PyTorch too, and an index stays an integer); the registry
-  // checks their dtypes. So does dropout: x a float tensor, seed and offset
-  // i64 (kiln::dropout makes them), with no promotion between them.
-  if (ir::opInfo(op).kind == ir::OpKind::library || op == ir::Op::dropout) {
+  // checks their dtypes. So do cast and the draws: dropout's x a float
+  // tensor, seed and offset i64 (kiln::dropout makes them), with no
+  // promotion between them (ir::promotesOperands).
+  if (!ir::promotesOperands(op)) {
     for (size_t i = 0; i < operands.size(); ++i)
       want[i] = operands[i].isScalar ? scalarCategoryDType(operands[i]) : operands[i].tensor.dtype();
     return want;

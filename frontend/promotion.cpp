@@ -61,55 +61,10 @@ DType resultType(std::span<const PromotionOperand> operands) {
 }
 
 bool isFloatOnly(ir::Op op) {
-  switch (op) {
-    case ir::Op::div:
-    case ir::Op::exp:
-    case ir::Op::log:
-    case ir::Op::sqrt:
-    case ir::Op::tanh:
-    case ir::Op::sigmoid:
-    case ir::Op::rsqrt:
-    case ir::Op::sin:
-    case ir::Op::cos:
-    case ir::Op::erf:
-    case ir::Op::silu:
-    case ir::Op::gelu: return true;
-    case ir::Op::constant:
-    case ir::Op::add:
-    case ir::Op::sub:
-    case ir::Op::mul:
-    case ir::Op::maximum:
-    case ir::Op::minimum:
-    case ir::Op::pow:
-    case ir::Op::abs:
-    case ir::Op::neg:
-    case ir::Op::relu:
-    case ir::Op::cast:
-    case ir::Op::eq:
-    case ir::Op::ne:
-    case ir::Op::lt:
-    case ir::Op::le:
-    case ir::Op::gt:
-    case ir::Op::ge:
-    case ir::Op::where:
-    case ir::Op::dropout:  // takes floats only, without promotion (kiln::dropout checks)
-    case ir::Op::reshape:
-    case ir::Op::transpose:
-    case ir::Op::slice:
-    case ir::Op::expand:
-    case ir::Op::cat:
-    case ir::Op::sum:
-    case ir::Op::mean:
-    case ir::Op::amax:
-    case ir::Op::amin:
-    case ir::Op::argmax:
-    case ir::Op::var:
-    case ir::Op::matmul:
-    case ir::Op::index_select:
-    case ir::Op::index_add:
-    case ir::Op::fusion: return false;
-  }
-  return false;
+  // Reductions that take floats only (mean, var) refuse integers instead,
+  // as PyTorch's do; draws take their operands as they are.
+  return ir::opInfo(op).kind == ir::OpKind::elementwise && ir::promotesOperands(op) &&
+         ir::dtypeClass(op) == ir::DTypeClass::floats;
 }
 
 }  // namespace kiln::detail

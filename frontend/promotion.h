@@ -13,8 +13,8 @@
 //   every group before it: dimensioned tensors decide, then 0-d tensors,
 //   then scalars. So f16[n] * 2.0 stays f16, i32[n] * 2.5 is f32, i64[n] + 2
 //   stays i64, f32[n] + f64[] stays f32, but i32[n] + f64[] is f64.
-// - Ops that only compute in floating point (div, exp, log, sqrt, tanh,
-//   sigmoid, rsqrt, sin, cos, erf, silu, gelu) take f32, the default float
+// - Elementwise ops that only compute in floating point (dtype class
+//   `floats` in ir/Ops.def: div, exp, log, ...) take f32, the default float
 //   dtype, where the promoted dtype is an integer or bool, as PyTorch's true
 //   division and unary float ops do.
 #pragma once
@@ -46,7 +46,8 @@ struct PromotionOperand {
 DType resultType(std::span<const PromotionOperand> operands);
 
 /// Whether `op` computes only in floating point, so that integer and bool
-/// operands promote to f32 (div and the float-only unary ops).
+/// operands promote to f32: the elementwise ops of dtype class `floats`
+/// whose operands are promoted (ir::promotesOperands).
 bool isFloatOnly(ir::Op op);
 
 }  // namespace kiln::detail

@@ -69,8 +69,6 @@ std::optional<Strides> viewStrides(const Shape& shape, const Strides& strides, c
   return out;
 }
 
-bool isViewOp(Op op) { return op == Op::reshape || op == Op::transpose || op == Op::slice || op == Op::expand; }
-
 std::optional<Layout> movedLayout(Op op, const Attributes& attrs, const Shape& shape, const Layout& in) {
   KILN_ASSERT(in.strides.size() == shape.size(), "layout of rank {} for {}", in.strides.size(), shapeStr(shape));
   // Not a switch over every op: only the four view ops have a layout rule.

@@ -50,13 +50,10 @@ int64_t extent(const Shape& shape, const Strides& strides);
 /// contiguous within itself). The element counts must agree.
 std::optional<Strides> viewStrides(const Shape& shape, const Strides& strides, const Shape& newShape);
 
-/// Whether `op` can make its result a view of its input (reshape, transpose,
-/// slice, expand); `cat` and the other ops cannot.
-bool isViewOp(Op op);
-
-/// The layout of the result of view op `op` (its attributes as inferType
-/// accepts them) on an input of `shape` laid out as `in`; std::nullopt when
-/// it cannot be a view (a reshape whose runs are not contiguous).
+/// The layout of the result of view op `op` (ir::isViewOp; its attributes as
+/// inferType accepts them) on an input of `shape` laid out as `in`;
+/// std::nullopt when it cannot be a view (a reshape whose runs are not
+/// contiguous).
 std::optional<Layout> movedLayout(Op op, const Attributes& attrs, const Shape& shape, const Layout& in);
 
 }  // namespace kiln::ir

@@ -28,7 +28,7 @@ TensorType inferMatmul(std::span<const TensorType> in) {
   checkDevices("matmul", in);
   KILN_CHECK(a.rank() >= 2 && b.rank() >= 2, "matmul: expected operands of rank 2 or more, got {}", typesStr(in));
   KILN_CHECK(a.dtype == b.dtype, "matmul: expected both operands of one dtype, got {}", typesStr(in));
-  KILN_CHECK(a.dtype != DType::boolean, "matmul: dtype bool is not supported, got {}", typesStr(in));
+  checkDTypeClass(Op::matmul, a.dtype, typesStr(in));
   const int64_t k = a.shape[a.shape.size() - 1], kb = b.shape[b.shape.size() - 2];
   KILN_CHECK(k == kb, "matmul: shapes {} cannot be multiplied ({} != {})", typesStr(in), k, kb);
   const Shape batchA(a.shape.begin(), a.shape.end() - 2), batchB(b.shape.begin(), b.shape.end() - 2);
@@ -66,7 +66,7 @@ TensorType inferIndexAdd(std::span<const TensorType> in, const Attributes& attrs
   const int64_t dim = checkIndexing("index_add", in, attrs);
   const TensorType& x = in[0];
   const TensorType& source = in[2];
-  KILN_CHECK(x.dtype != DType::boolean, "index_add: dtype bool is not supported, got {}", typesStr(in));
+  checkDTypeClass(Op::index_add, x.dtype, typesStr(in));
   KILN_CHECK(source.dtype == x.dtype, "index_add: expected a source of the dtype of x, got {}", typesStr(in));
   Shape expected = x.shape;
   expected[static_cast<size_t>(dim)] = in[1].shape[0];
@@ -78,7 +78,7 @@ TensorType inferIndexAdd(std::span<const TensorType> in, const Attributes& attrs
 }  // namespace
 
 TensorType inferLibrary(Op op, std::span<const TensorType> in, const Attributes& attrs) {
-  // Not a switch: only these reach here (inferType's switch lists every op).
+  // Not a switch: only library calls reach here (inferType dispatches on the kind).
   if (op == Op::matmul) return inferMatmul(in);
   if (op == Op::index_select) return inferIndexSelect(in, attrs);
   if (op == Op::index_add) return inferIndexAdd(in, attrs);

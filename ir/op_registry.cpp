@@ -1,8 +1,9 @@
-// The op table generated from ir/Ops.def and the result-type rules of each
-// op: elementwise ops take operands of one dtype (the frontend casts them
-// there), some only numbers (not bool) or only floating-point dtypes, and
-// their results have that dtype, except cast (attribute `dtype`) and the
-// comparisons (bool). The reductions' rules are in ir/reduction_rules.cpp.
+// The result-type rules of the ops of ir/Ops.def (whose table and fact
+// queries are ir/op_registry.h): elementwise ops take operands of one dtype
+// (the frontend casts them there) of their dtype class, and their results
+// have that dtype, except cast (attribute `dtype`) and the comparisons
+// (bool); movement ops' rules are here too. The reductions' rules are in
+// ir/reduction_rules.cpp, the library calls' in ir/library_rules.cpp.
 #include "ir/op_registry.h"
 
 #include <array>
@@ -14,11 +15,6 @@
 namespace kiln::ir {
 
 namespace {
-constexpr OpInfo kOps[] = {
-#define KILN_OP(id, text, kind, arity) {Op::id, text, OpKind::kind, arity},
-#include "ir/Ops.def"
-};
-
 std::string typesStr(std::span<const TensorType> types) {
   std::string s;
   for (size_t i = 0; i < types.size(); ++i)
@@ -35,64 +31,6 @@ DType dtypeAttr(const Attributes& attrs, const char* name, std::string_view op) 
   return *d;
 }
 
-bool isComparison(Op op) {
-  return op == Op::eq || op == Op::ne || op == Op::lt || op == Op::le || op == Op::gt || op == Op::ge;
-}
-
-/// The dtypes each elementwise op takes (the operand dtype; `where`'s values).
-enum class Takes { any, numbers, floats };
-Takes takes(Op op) {
-  switch (op) {
-    case Op::div:
-    case Op::exp:
-    case Op::log:
-    case Op::sqrt:
-    case Op::tanh:
-    case Op::sigmoid:
-    case Op::dropout:
-    case Op::rsqrt:
-    case Op::sin:
-    case Op::cos:
-    case Op::erf:
-    case Op::silu:
-    case Op::gelu: return Takes::floats;
-    case Op::add:
-    case Op::sub:
-    case Op::mul:
-    case Op::neg:
-    case Op::relu:
-    case Op::abs:
-    case Op::pow: return Takes::numbers;
-    case Op::maximum:
-    case Op::minimum:
-    case Op::cast:
-    case Op::eq:
-    case Op::ne:
-    case Op::lt:
-    case Op::le:
-    case Op::gt:
-    case Op::ge:
-    case Op::where:
-    case Op::constant:
-    case Op::reshape:
-    case Op::transpose:
-    case Op::slice:
-    case Op::expand:
-    case Op::cat:
-    case Op::sum:
-    case Op::mean:
-    case Op::amax:
-    case Op::amin:
-    case Op::argmax:
-    case Op::var:
-    case Op::matmul:
-    case Op::index_select:
-    case Op::index_add:
-    case Op::fusion: return Takes::any;
-  }
-  return Takes::any;
-}
-
 /// The result dtype of elementwise `op` on `in`, after its dtype checks.
 DType elementwiseDType(Op op, std::span<const TensorType> in, const Attributes& attrs) {
   const std::string_view name = opName(op);
@@ -107,18 +45,7 @@ DType elementwiseDType(Op op, std::span<const TensorType> in, const Attributes& 
     KILN_CHECK(t.dtype == operands[0].dtype, "{}: expected {} of the same dtype, got {}", name,
                op == Op::where ? "both values" : "all tensors", typesStr(in));
   const DType dtype = operands[0].dtype;
-  switch (takes(op)) {
-    case Takes::any: break;
-    case Takes::numbers:
-      KILN_CHECK(dtype != DType::boolean,
-                 "{}: dtype bool is not supported (bool takes cast, comparisons, where, maximum and minimum), got {}",
-                 name, typesStr(in));
-      break;
-    case Takes::floats:
-      KILN_CHECK(isFloatingPoint(dtype), "{}: expected a floating-point dtype (f32, f64, f16, bf16), got {}", name,
-                 typesStr(in));
-      break;
-  }
+  checkDTypeClass(op, dtype, typesStr(in), " (bool takes cast, comparisons, where, maximum and minimum)");
   return isComparison(op) ? DType::boolean : dtype;
 }
 
@@ -136,17 +63,22 @@ TensorType inferElementwise(Op op, std::span<const TensorType> in, const Attribu
   }
   return {dtype, shape, in[0].device};
 }
-/// dropout(x, seed, offset): x's type; seed and offset are 0-d i64 on x's device.
-TensorType inferDropout(std::span<const TensorType> in, const Attributes& attrs) {
-  dropoutP(attrs);
-  KILN_CHECK(isFloatingPoint(in[0].dtype), "dropout: expected a floating-point dtype (f32, f64, f16, bf16), got {}",
-             typesStr(in));
-  for (const TensorType& t : in.subspan(1)) {
-    KILN_CHECK(t.device == in[0].device, "dropout: expected all tensors on the same device, got {}", typesStr(in));
-    KILN_CHECK(t.dtype == DType::i64 && t.rank() == 0, "dropout: expected seed and offset of type i64[], got {}",
-               typesStr(in));
+/// An op that draws (usesElementIndex) takes its draw's seed and offset
+/// last, 0-d i64 on the device of the others. dropout(x, seed, offset)
+/// gives x's type.
+TensorType inferDraw(Op op, std::span<const TensorType> in, const Attributes& attrs) {
+  const std::string_view name = opName(op);
+  KILN_ASSERT(in.size() >= 2, "{} without its seed and offset", name);
+  if (op == Op::dropout) dropoutP(attrs);
+  const std::span<const TensorType> data = in.first(in.size() - 2);
+  KILN_ASSERT(data.size() == 1, "{} draws for {} operands", name, data.size());
+  checkDTypeClass(op, data[0].dtype, typesStr(in));
+  for (size_t i = 1; i < in.size(); ++i) {
+    KILN_CHECK(in[i].device == in[0].device, "{}: expected all tensors on the same device, got {}", name, typesStr(in));
+    KILN_CHECK(i < data.size() || (in[i].dtype == DType::i64 && in[i].rank() == 0),
+               "{}: expected seed and offset of type i64[], got {}", name, typesStr(in));
   }
-  return in[0];
+  return data[0];
 }
 
 TensorType inferReshape(std::span<const TensorType> in, const Attributes& attrs) {
@@ -215,6 +147,17 @@ TensorType inferCat(std::span<const TensorType> in, const Attributes& attrs) {
   }
   return {in[0].dtype, shape, in[0].device};
 }
+
+/// The rule of each movement op (not a switch: only movement ops get here).
+TensorType inferMovement(Op op, std::span<const TensorType> in, const Attributes& attrs) {
+  if (op == Op::reshape) return inferReshape(in, attrs);
+  if (op == Op::transpose) return inferTranspose(in, attrs);
+  if (op == Op::slice) return inferSlice(in, attrs);
+  if (op == Op::expand) return inferExpand(in, attrs);
+  if (op == Op::cat) return inferCat(in, attrs);
+  KILN_ASSERT(false, "{} is a movement op without a type rule", opName(op));
+  return {};
+}
 }  // namespace
 
 double dropoutP(const Attributes& attrs) {
@@ -223,7 +166,18 @@ double dropoutP(const Attributes& attrs) {
   return p;
 }
 
-const int kNumOps = static_cast<int>(std::size(kOps));
+void checkDTypeClass(Op op, DType dtype, std::string_view got, std::string_view note) {
+  switch (dtypeClass(op)) {
+    case DTypeClass::any: break;
+    case DTypeClass::numbers:
+      KILN_CHECK(dtype != DType::boolean, "{}: dtype bool is not supported{}, got {}", opName(op), note, got);
+      break;
+    case DTypeClass::floats:
+      KILN_CHECK(isFloatingPoint(dtype), "{}: expected a floating-point dtype (f32, f64, f16, bf16), got {}",
+                 opName(op), got);
+      break;
+  }
+}
 
 int geluApproximate(const Attributes& attrs) {
   const int64_t a = intAttr(attrs, "approximate", "gelu", 0);
@@ -231,71 +185,24 @@ int geluApproximate(const Attributes& attrs) {
   return static_cast<int>(a);
 }
 
-const OpInfo& opInfo(Op op) {
-  auto i = static_cast<size_t>(op);
-  KILN_ASSERT(i < std::size(kOps) && kOps[i].op == op, "op table out of step");
-  return kOps[i];
-}
-
 std::optional<Op> parseOp(std::string_view name) {
-  for (const OpInfo& info : kOps)
+  for (const OpInfo& info : allOps())
     if (info.name == name) return info.op;
   return std::nullopt;
 }
-
-std::span<const OpInfo> allOps() { return kOps; }
 
 TensorType inferType(Op op, std::span<const TensorType> inputs, const Attributes& attrs) {
   const OpInfo& info = opInfo(op);
   KILN_CHECK(info.arity < 0 || static_cast<int>(inputs.size()) == info.arity, "{}: expected {} input{}, got {}",
              info.name, info.arity, info.arity == 1 ? "" : "s", inputs.size());
-  switch (op) {
-    case Op::add:
-    case Op::sub:
-    case Op::mul:
-    case Op::div:
-    case Op::maximum:
-    case Op::minimum:
-    case Op::pow:
-    case Op::neg:
-    case Op::relu:
-    case Op::exp:
-    case Op::log:
-    case Op::sqrt:
-    case Op::tanh:
-    case Op::sigmoid:
-    case Op::abs:
-    case Op::rsqrt:
-    case Op::sin:
-    case Op::cos:
-    case Op::erf:
-    case Op::silu:
-    case Op::gelu:
-    case Op::cast:
-    case Op::eq:
-    case Op::ne:
-    case Op::lt:
-    case Op::le:
-    case Op::gt:
-    case Op::ge:
-    case Op::where: return inferElementwise(op, inputs, attrs);
-    case Op::dropout: return inferDropout(inputs, attrs);
-    case Op::reshape: return inferReshape(inputs, attrs);
-    case Op::transpose: return inferTranspose(inputs, attrs);
-    case Op::slice: return inferSlice(inputs, attrs);
-    case Op::expand: return inferExpand(inputs, attrs);
-    case Op::cat: return inferCat(inputs, attrs);
-    case Op::sum:
-    case Op::mean:
-    case Op::amax:
-    case Op::amin:
-    case Op::argmax:
-    case Op::var: return detail::inferReduction(op, inputs, attrs);
-    case Op::matmul:
-    case Op::index_select:
-    case Op::index_add: return detail::inferLibrary(op, inputs, attrs);
-    case Op::constant:
-    case Op::fusion: break;
+  switch (info.kind) {
+    case OpKind::elementwise:
+      return usesElementIndex(op) ? inferDraw(op, inputs, attrs) : inferElementwise(op, inputs, attrs);
+    case OpKind::movement: return inferMovement(op, inputs, attrs);
+    case OpKind::reduction: return detail::inferReduction(op, inputs, attrs);
+    case OpKind::library: return detail::inferLibrary(op, inputs, attrs);
+    case OpKind::constant:
+    case OpKind::control: break;
   }
   KILN_ASSERT(false, "inferType called for {}, whose type is given by its creator", info.name);
   return {};

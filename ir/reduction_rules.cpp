@@ -86,14 +86,9 @@ TensorType inferReduction(Op op, std::span<const TensorType> in, const Attribute
   const ReductionShape r = reductionShape(op, x, attrs);
   DType dtype = x.dtype;
   if (op == Op::sum && !isFloatingPoint(x.dtype)) dtype = DType::i64;  // as in PyTorch: no overflow at i32
-  if (op == Op::mean || op == Op::var)
-    KILN_CHECK(isFloatingPoint(x.dtype), "{}: expected a floating-point dtype (f32, f64, f16, bf16), got {}", name,
-               x.str());
-  if (op == Op::var) intAttr(attrs, "correction", name, 1);  // an int when given
-  if (op == Op::argmax) {
-    KILN_CHECK(x.dtype != DType::boolean, "{}: dtype bool is not supported, got {}", name, x.str());
-    dtype = DType::i64;
-  }
+  checkDTypeClass(op, x.dtype, x.str());                               // mean and var: floats; argmax: not bool
+  if (op == Op::var) intAttr(attrs, "correction", name, 1);            // an int when given
+  if (op == Op::argmax) dtype = DType::i64;
   if (op == Op::amax || op == Op::amin || op == Op::argmax) {
     // No identity: the maximum of no elements is not a number.
     for (int d : r.dims)

@@ -173,26 +173,12 @@ constexpr Rule kRules[] = {
 };
 // clang-format on
 
-/// Ops without side effects or randomness: their nodes may go once unused.
-bool pure(const Node* n) {
-  switch (n->info().kind) {
-    case ir::OpKind::elementwise:
-    case ir::OpKind::reduction:
-    case ir::OpKind::movement:
-    case ir::OpKind::library:
-    case ir::OpKind::control:
-    case ir::OpKind::constant: return true;
-    case ir::OpKind::random: return false;
-  }
-  return false;
-}
-
-/// Erases `n` when none of its results is used, then its producers likewise.
+/// Erases `n` when none of its results is used, then its producers likewise
+/// (every op is pure: a random draw is a function of its seed and offset).
 /// Only producers of a rewritten root get here, and they precede it.
 void eraseIfDead(Graph& g, Node* n) {
   for (Value* out : n->outputs())
     if (out->hasUses() || g.isOutput(out)) return;
-  if (!pure(n)) return;
   std::vector<Node*> producers;
   for (Value* v : n->inputs())
     if (v->node() && std::find(producers.begin(), producers.end(), v->node()) == producers.end())

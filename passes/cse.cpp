@@ -9,15 +9,17 @@
 // - Attributes compare exactly: floats by their bits, so constants 0.0 and
 //   -0.0 differ and a NaN equals a NaN of the same bits (Attributes'
 //   operator== would say 0.0 == -0.0 and NaN != NaN).
-// - add and mul are commutative: their operands are ordered by where they
-//   are defined before hashing, so add(a, b) and add(b, a) are one. IEEE
-//   addition and multiplication give the same bits either way except for
-//   which NaN comes out when both inputs are NaN, which IEEE 754 leaves open
-//   (the tests count every NaN as equal to every other, as Note [Eager equals
-//   compiled] does). maximum and minimum are NOT commutative in kiln:
-//   their formula returns the second operand on a tie, so maximum(0.0, -0.0)
-//   is -0.0 and maximum(-0.0, 0.0) is 0.0.
-// - Random ops are never merged (two draws are two draws), and fusion nodes
+// - Commutative ops (ir::isCommutative: add, mul, eq, ne) have their
+//   operands ordered by where they are defined before hashing, so add(a, b)
+//   and add(b, a) are one. IEEE addition and multiplication give the same
+//   bits either way except for which NaN comes out when both inputs are NaN,
+//   which IEEE 754 leaves open (the tests count every NaN as equal to every
+//   other, as Note [Eager equals compiled] does). maximum and minimum are NOT
+//   commutative in kiln: their formula returns the second operand on a tie,
+//   so maximum(0.0, -0.0) is -0.0 and maximum(-0.0, 0.0) is 0.0.
+// - Random draws merge like any op: a draw is a function of its seed and
+//   offset operands, so two with the same ones are the same draw (traced
+//   draws each get inputs of their own, Note [Traced draws]). Fusion nodes
 //   are left alone: neither merged nor looked into. Run cse before
 //   fuse-elementwise, as the pipeline `canonicalize,cse,dce,fuse-elementwise`
 //   does; fusion bodies hold their own copies of constants on purpose.
@@ -38,24 +40,6 @@ using ir::Graph;
 using ir::Node;
 using ir::Op;
 using ir::Value;
-
-/// Whether two nodes of this kind with equal inputs and attributes compute
-/// the same value.
-bool mergeable(ir::OpKind kind) {
-  switch (kind) {
-    case ir::OpKind::elementwise:
-    case ir::OpKind::reduction:
-    case ir::OpKind::movement:
-    case ir::OpKind::library:
-    case ir::OpKind::constant: return true;
-    case ir::OpKind::random:   // each node is its own draw
-    case ir::OpKind::control:  // fusion: left to fuse-elementwise
-      return false;
-  }
-  return false;
-}
-
-bool commutative(Op op) { return op == Op::add || op == Op::mul; }
 
 /// Floats compare by their bits; every other kind of attribute by value.
 bool sameAttr(const ir::AttrValue& a, const ir::AttrValue& b) {
@@ -108,7 +92,7 @@ class Cse {
 
   Key key(Node* n) const {
     Key k{n, std::vector<Value*>(n->inputs().begin(), n->inputs().end()), 0};
-    if (commutative(n->op()))
+    if (ir::isCommutative(n->op()))
       std::sort(k.inputs.begin(), k.inputs.end(), [&](Value* a, Value* b) { return order(a) < order(b); });
     size_t h = static_cast<size_t>(n->op());
     for (Value* v : k.inputs) mix(h, std::hash<const Value*>{}(v));
@@ -155,7 +139,7 @@ bool runCse(Graph& graph, PassContext& context) {
   Cse cse(graph);
   bool changed = false;
   for (Node* n : graph.nodes()) {
-    if (!mergeable(n->info().kind)) continue;
+    if (n->info().kind == ir::OpKind::control) continue;  // fusion: left to fuse-elementwise
     Node* kept = cse.findOrInsert(cse.key(n));
     if (!kept) continue;
     for (int i = 0; i < n->numOutputs(); ++i) graph.replaceAllUsesWith(n->output(i), kept->output(i));

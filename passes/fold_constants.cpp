@@ -30,25 +30,12 @@ using ir::Graph;
 using ir::Node;
 using ir::Value;
 
-bool isElementwise(const Node* n) {
-  switch (n->info().kind) {
-    case ir::OpKind::elementwise: return true;
-    case ir::OpKind::reduction:
-    case ir::OpKind::movement:
-    case ir::OpKind::library:
-    case ir::OpKind::random:
-    case ir::OpKind::control:
-    case ir::OpKind::constant: return false;
-  }
-  return false;
-}
-
 bool isConstant(const Value* v) { return v->node() && v->node()->op() == ir::Op::constant; }
 
 /// Whether `n` is an elementwise node of one result whose inputs are all
 /// constants and whose value is a function of theirs.
 bool foldable(const Node* n) {
-  if (!isElementwise(n) || n->numOutputs() != 1 || ir::usesElementIndex(n->op())) return false;
+  if (n->info().kind != ir::OpKind::elementwise || n->numOutputs() != 1 || ir::usesElementIndex(n->op())) return false;
   return std::all_of(n->inputs().begin(), n->inputs().end(), isConstant);
 }
 

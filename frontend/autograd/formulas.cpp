@@ -390,58 +390,6 @@ Tensor sliceBackward(const Tensor& g, const Shape& in, int64_t d, int64_t start,
 
 }  // namespace
 
-bool isDifferentiable(Op op) {
-  switch (op) {
-    case Op::eq:
-    case Op::ne:
-    case Op::lt:
-    case Op::le:
-    case Op::gt:
-    case Op::ge:
-    case Op::argmax:
-    case Op::constant: return false;
-    case Op::add:
-    case Op::sub:
-    case Op::mul:
-    case Op::div:
-    case Op::maximum:
-    case Op::minimum:
-    case Op::neg:
-    case Op::relu:
-    case Op::exp:
-    case Op::log:
-    case Op::sqrt:
-    case Op::tanh:
-    case Op::sigmoid:
-    case Op::pow:
-    case Op::abs:
-    case Op::rsqrt:
-    case Op::sin:
-    case Op::cos:
-    case Op::erf:
-    case Op::silu:
-    case Op::gelu:
-    case Op::cast:
-    case Op::where:
-    case Op::dropout:
-    case Op::reshape:
-    case Op::transpose:
-    case Op::slice:
-    case Op::expand:
-    case Op::cat:
-    case Op::sum:
-    case Op::mean:
-    case Op::amax:
-    case Op::amin:
-    case Op::var:
-    case Op::matmul:
-    case Op::index_select:
-    case Op::index_add:
-    case Op::fusion: return true;
-  }
-  return false;
-}
-
 void recordOp(Op op, std::span<const Operand> operands, const ir::Attributes& attrs, const Tensor& result) {
   std::vector<Tensor> inputs;
   std::vector<size_t> positions;
@@ -450,7 +398,7 @@ void recordOp(Op op, std::span<const Operand> operands, const ir::Attributes& at
     inputs.push_back(operands[i].tensor);
     positions.push_back(i);
   }
-  if (!isDifferentiable(op) || !isFloatingPoint(result.dtype()) || !needsGrad(inputs)) return;
+  if (!ir::isDifferentiable(op) || !isFloatingPoint(result.dtype()) || !needsGrad(inputs)) return;
   auto args = std::make_shared<Args>(operands, nodeName(op));
   Formula f = formulaFor(op, attrs, args, result, inputs.at(0).type());
   args->dropOriginals();

@@ -21,7 +21,4 @@ void recordOp(ir::Op op, std::span<const detail::Operand> operands, const ir::At
 /// `attrs`, from the gradient `g` of its result.
 Tensor movementBackward(ir::Op op, const ir::Attributes& attrs, const Shape& in, const Tensor& g);
 
-/// Whether `op` has a gradient (false: its results never require grad).
-bool isDifferentiable(ir::Op op);
-
 }  // namespace kiln::autograd

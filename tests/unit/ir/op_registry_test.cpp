@@ -24,13 +24,17 @@ namespace {
 struct DefLine {
   std::string id, name, kind;
   int arity;
+  std::string dtypes;
+  int cost;
+  std::vector<std::string> traits;
 };
 
 std::vector<DefLine> readOpsDef() {
   const auto path = testutil::sourceDir() / "ir" / "Ops.def";
   std::ifstream in(path);
   EXPECT_TRUE(in.good()) << "cannot read " << path;
-  const std::regex op(R"(^KILN_OP\((\w+),\s*\"([^\"]*)\",\s*(\w+),\s*(-?\d+)\)\s*$)");
+  const std::regex op(
+      R"(^KILN_OP\((\w+),\s*\"([^\"]*)\",\s*(\w+),\s*(-?\d+),\s*(\w+),\s*(\d+),\s*(\w+(?:\s*\|\s*\w+)*)\)\s*$)");
   std::vector<DefLine> out;
   std::string line;
   int opLines = 0;
@@ -39,16 +43,34 @@ std::vector<DefLine> readOpsDef() {
     ++opLines;
     std::smatch m;
     EXPECT_TRUE(std::regex_match(line, m, op)) << "unexpected line in Ops.def: " << line;
-    if (!m.empty()) out.push_back({m[1], m[2], m[3], std::stoi(m[4])});
+    if (m.empty()) continue;
+    std::vector<std::string> traits;
+    const std::string list = m[7];
+    const std::regex word(R"(\w+)");
+    for (std::sregex_iterator t(list.begin(), list.end(), word), end; t != end; ++t) traits.push_back(t->str());
+    out.push_back({m[1], m[2], m[3], std::stoi(m[4]), m[5], std::stoi(m[6]), traits});
   }
   EXPECT_EQ(static_cast<int>(out.size()), opLines);
   return out;
 }
 
+const std::map<std::string, DTypeClass> kDTypeClasses = {
+    {"any", DTypeClass::any}, {"numbers", DTypeClass::numbers}, {"floats", DTypeClass::floats}};
+
+const std::map<std::string, OpTrait> kTraits = {
+    {"none", OpTrait::none},
+    {"differentiable", OpTrait::differentiable},
+    {"commutative", OpTrait::commutative},
+    {"comparison", OpTrait::comparison},
+    {"elementIndex", OpTrait::elementIndex},
+    {"checksData", OpTrait::checksData},
+    {"view", OpTrait::view},
+    {"exactOperands", OpTrait::exactOperands},
+};
+
 const std::map<std::string, OpKind> kKinds = {
     {"elementwise", OpKind::elementwise}, {"reduction", OpKind::reduction}, {"movement", OpKind::movement},
-    {"library", OpKind::library},         {"random", OpKind::random},       {"control", OpKind::control},
-    {"constant", OpKind::constant},
+    {"library", OpKind::library},         {"control", OpKind::control},     {"constant", OpKind::constant},
 };
 
 TEST(OpTable, MatchesOpsDef) {
@@ -64,6 +86,18 @@ TEST(OpTable, MatchesOpsDef) {
     EXPECT_EQ(info.arity, lines[i].arity);
     ASSERT_TRUE(kKinds.count(lines[i].kind)) << lines[i].kind;
     EXPECT_EQ(info.kind, kKinds.at(lines[i].kind));
+    ASSERT_TRUE(kDTypeClasses.count(lines[i].dtypes)) << lines[i].dtypes;
+    EXPECT_EQ(info.dtypes, kDTypeClasses.at(lines[i].dtypes));
+    EXPECT_EQ(dtypeClass(info.op), info.dtypes);
+    EXPECT_EQ(recomputeCost(info.op), lines[i].cost);
+    // Each trait named on the line is set, and no other.
+    uint16_t named = 0;
+    for (const std::string& t : lines[i].traits) {
+      ASSERT_TRUE(kTraits.count(t)) << "unknown trait " << t;
+      named |= static_cast<uint16_t>(kTraits.at(t));
+      EXPECT_TRUE(t == "none" || hasTrait(info.op, kTraits.at(t))) << t;
+    }
+    EXPECT_EQ(static_cast<uint16_t>(info.traits), named);
     EXPECT_EQ(&opInfo(info.op), &info);
   }
 }

@@ -21,7 +21,6 @@ std::string kindName(ir::OpKind kind) {
     case ir::OpKind::reduction: return "reduction";
     case ir::OpKind::movement: return "movement";
     case ir::OpKind::library: return "library";
-    case ir::OpKind::random: return "random";
     case ir::OpKind::control: return "control";
     case ir::OpKind::constant: return "constant";
   }
