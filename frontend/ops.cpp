@@ -155,4 +155,8 @@ Tensor gelu(const Tensor& x, std::string_view approximate) {
   return detail::dispatch(Op::gelu, {x}, {{"approximate", int64_t{approximate == "tanh" ? 1 : 0}}});
 }
 
+Tensor softplus(const Tensor& x, double beta, double threshold) {
+  return detail::dispatch(Op::softplus, {x}, {{"beta", beta}, {"threshold", threshold}});
+}
+
 }  // namespace kiln

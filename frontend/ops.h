@@ -58,7 +58,7 @@ Tensor where(const Tensor& condition, const Operand& a, const Operand& b);
 /// tensor bounds split it between x and the bound x ties.
 Tensor clamp(const Tensor& x, const std::optional<Operand>& min, const std::optional<Operand>& max);
 
-// Unary. exp, log, sqrt, tanh, sigmoid, rsqrt, sin, cos, erf, silu and gelu
+// Unary. exp, log, sqrt, tanh, sigmoid, rsqrt, sin, cos, erf, silu, gelu and softplus
 // of an integer or bool tensor are f32.
 Tensor neg(const Tensor& x);
 Tensor relu(const Tensor& x);
@@ -79,6 +79,9 @@ Tensor silu(const Tensor& x);
 /// x/2 (1 + erf(x / sqrt 2)); with `approximate` "tanh", x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x³))),
 /// as torch.nn.functional.gelu. Another `approximate` is an error.
 Tensor gelu(const Tensor& x, std::string_view approximate = "none");
+/// log(1 + exp(beta x)) / beta, or x where beta x > threshold, as
+/// torch.nn.functional.softplus (docs/ops.md gives its accuracy).
+Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
 
 /// A C++ number, which may stand on either side of a tensor operator.
 template <typename S>

@@ -5,8 +5,8 @@
 // evaluator used by constant folding and tests instantiate emitScalar() with
 // their own builder, so each op means the same sequence of IEEE operations
 // everywhere. Transcendentals (exp, log, tanh, sigmoid, sin, cos, erf, gelu,
-// silu, pow) are polynomials and argument reductions built from +, -, *, /,
-// rint, sqrt, compares, selects and exponent bit tricks (some in
+// silu, softplus, pow) are polynomials and argument reductions built from
+// +, -, *, /, rint, sqrt, compares, selects and exponent bit tricks (some in
 // double-double arithmetic, ir/scalar_formulas_f64.h), never a libm or
 // device-library call: libm differs between the host and the GPU
 // and between scalar and vector code, a polynomial does not. No operation is
@@ -30,9 +30,10 @@
 // checked); sin, cos and pow computed in f64 and rounded once (≤ 0.5 ulp +
 // 2^-20: correctly rounded on every sampled input; sin and cos over the
 // whole f32 range); erf ≤ 2 ulp, silu ≤ 3, gelu ≤ 8 (its tanh form ≤ 8 +
-// 8|u| ulp, u its tanh's argument). exp(x) is 0 below x = -87.34 (about
-// 2^-126) and may be a denormal of reduced accuracy just above it; so are
-// sigmoid, silu, erf's and gelu's tails, which use it. The f64 formulas are
+// 8|u| ulp, u its tanh's argument), softplus ≤ 2. exp(x) is 0 below x =
+// -87.34 (about 2^-126) and may be a denormal of reduced accuracy just
+// above it; so are sigmoid, silu, erf's, gelu's and softplus' tails, which
+// use it. The f64 formulas are
 // in ir/scalar_formulas_f64.h, with their own accuracy. Integer pow is
 // PyTorch's (repeated squaring, wrapping).
 //
@@ -128,6 +129,17 @@ typename B::V exp(B& b, typename B::V x) {
   return b.select(b.isNan(x), x, y);
 }
 
+/// Cephes logf's polynomial P(f), log(1 + f) = f - f²/2 + f³ P(f) for f
+/// in [sqrt(1/2) - 1, sqrt(2) - 1).
+template <class B>
+typename B::V logPoly(B& b, typename B::V f) {
+  typename B::V p = b.c(7.0376836292E-2);
+  for (double k : {-1.1514610310E-1, 1.1676998740E-1, -1.2420140846E-1, 1.4249322787E-1, -1.6668057665E-1,
+                   2.0000714765E-1, -2.4999993993E-1, 3.3333331174E-1})
+    p = b.add(b.mul(p, f), b.c(k));
+  return p;
+}
+
 /// log(x) in f32: x = m 2^e with m in [sqrt(1/2), sqrt(2)), a degree-9
 /// polynomial in m - 1 (Cephes logf coefficients); denormals are scaled up first.
 template <class B>
@@ -144,16 +156,7 @@ typename B::V log(B& b, typename B::V x) {
   e = b.select(small, b.sub(e, b.c(1.0)), e);
   V f = b.select(small, b.sub(b.add(m, m), b.c(1.0)), b.sub(m, b.c(1.0)));
   V z = b.mul(f, f);
-  V p = b.c(7.0376836292E-2);
-  p = b.add(b.mul(p, f), b.c(-1.1514610310E-1));
-  p = b.add(b.mul(p, f), b.c(1.1676998740E-1));
-  p = b.add(b.mul(p, f), b.c(-1.2420140846E-1));
-  p = b.add(b.mul(p, f), b.c(1.4249322787E-1));
-  p = b.add(b.mul(p, f), b.c(-1.6668057665E-1));
-  p = b.add(b.mul(p, f), b.c(2.0000714765E-1));
-  p = b.add(b.mul(p, f), b.c(-2.4999993993E-1));
-  p = b.add(b.mul(p, f), b.c(3.3333331174E-1));
-  V y = b.mul(b.mul(p, f), z);
+  V y = b.mul(b.mul(logPoly(b, f), f), z);
   y = b.add(y, b.mul(e, b.c(-2.12194440e-4)));
   y = b.sub(y, b.mul(z, b.c(0.5)));
   V r = b.add(b.add(f, y), b.mul(e, b.c(0.693359375)));
@@ -162,6 +165,16 @@ typename B::V log(B& b, typename B::V x) {
   r = b.select(b.orM(b.lt(x, b.c(0.0)), b.gt(x, b.c(0.0))), r, b.c(-INFINITY));
   r = b.select(b.gt(x, b.c(3.40282347e+38)), b.c(INFINITY), r);
   return b.select(b.isNan(x), x, r);
+}
+
+/// log(1 + x) in f32 for x >= 0 (log1pWith with Cephes logf's polynomial).
+template <class B>
+typename B::V log1p(B& b, typename B::V x) {
+  auto nearZero = [&](typename B::V f) {
+    typename B::V z = b.mul(f, f);
+    return b.add(f, b.sub(b.mul(b.mul(logPoly(b, f), f), z), b.mul(z, b.c(0.5))));
+  };
+  return log1pWith(b, x, nearZero, [&](typename B::V u) { return log(b, u); });
 }
 
 /// tanh(x) in f32: an odd polynomial for |x| < 0.625 (Cephes tanhf), else
@@ -339,6 +352,33 @@ typename B::V silu(B& b, typename B::V x) {
   return b.div(x, b.add(b.c(1.0), exp(b, b.neg(x))));
 }
 
+/// softplus's attributes `beta` and `threshold` (floats), PyTorch's 1 and
+/// 20 where they are missing.
+struct SoftplusAttrs {
+  double beta = 1.0, threshold = 20.0;
+};
+inline SoftplusAttrs softplusAttrs(const Attributes& attrs) {
+  SoftplusAttrs a;
+  if (attrs.count("beta")) a.beta = floatAttr(attrs, "beta", "softplus");
+  if (attrs.count("threshold")) a.threshold = floatAttr(attrs, "threshold", "softplus");
+  return a;
+}
+
+/// softplus(x) as torch.nn.functional.softplus, in f32 or f64 (b.dtype): x
+/// where x beta > threshold, else log1p(exp(x beta)) / beta. log1p keeps
+/// the relative accuracy of exp's tiny values for large negative x (log(1
+/// + exp) would round them away); in f32 it is 0 where exp is, below x beta
+/// = -87.34.
+template <class B>
+typename B::V softplus(B& b, typename B::V x, const SoftplusAttrs& a) {
+  using V = typename B::V;
+  const bool f64 = b.dtype == DType::f64;
+  V z = b.mul(x, b.c(a.beta));
+  V e = f64 ? exp64(b, z) : exp(b, z);
+  V y = b.div(f64 ? log1p64(b, e) : log1p(b, e), b.c(a.beta));
+  return b.select(b.gt(z, b.c(a.threshold)), x, y);
+}
+
 /// pow(x, y) of f32s: pow64 on the exact f64 values, rounded once (within
 /// 0.5 ulp plus 2^-20 ulp; subnormal f32 results are exact f64 normals
 /// before that rounding).
@@ -437,6 +477,7 @@ typename B::V emitOp(B& b, Op op, DType outType, std::span<const typename B::V> 
     case Op::gelu:
       if (geluApproximate(attrs) == 1) return f64 ? geluTanh64(b, in[0]) : geluTanh(b, in[0]);
       return f64 ? geluErf64(b, in[0]) : geluErf(b, in[0]);
+    case Op::softplus: return softplus(b, in[0], softplusAttrs(attrs));
     case Op::cast: return b.convert(in[0], computeDType(outType));
     case Op::eq: return b.fromM(b.eq(in[0], in[1]));
     case Op::ne: return b.fromM(b.ne(in[0], in[1]));

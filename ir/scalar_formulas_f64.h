@@ -17,7 +17,8 @@
 // rsqrt within 1.5 ulp (1 / sqrt(x) rounds twice, as PyTorch's); sin and cos
 // within 1 ulp for |x| < 2^47 (beyond, see sinCos64); pow within 1 ulp; erf
 // within 2 ulp, silu within 3, gelu within 12 (its tanh form within 8 +
-// 8|u| ulp, u its tanh's argument). Unlike the f32 exp, the f64 exp
+// 8|u| ulp, u its tanh's argument), softplus within 2 (its log1p is
+// log1pWith below). Unlike the f32 exp, the f64 exp
 // keeps subnormal results: it is 0 only below x = -745.14 (where e^x rounds
 // to 0) and inf above ln(DBL_MAX) = 709.78.
 #pragma once
@@ -56,6 +57,22 @@ typename B::V exp64(B& b, typename B::V x) {
   return b.select(b.isNan(x), x, y);
 }
 
+/// f z P(f)/Q(f) with z = f², the rational part of Cephes log.c's
+/// log(1 + f) = f - z/2 + f z P(f)/Q(f) for f in [sqrt(1/2) - 1, sqrt(2) - 1).
+template <class B>
+typename B::V logRatio64(B& b, typename B::V f, typename B::V z) {
+  using V = typename B::V;
+  V p = b.c(1.01875663804580931796e-4);
+  for (double k : {4.97494994976747001425e-1, 4.70579119878881725854e0, 1.44989225341610930846e1,
+                   1.79368678507819816313e1, 7.70838733755885391666e0})
+    p = b.add(b.mul(p, f), b.c(k));
+  V q = b.add(f, b.c(1.12873587189167450590e1));
+  for (double k :
+       {4.52279145837532221105e1, 8.29875266912776603211e1, 7.11544750618563894466e1, 2.31251620126765340583e1})
+    q = b.add(b.mul(q, f), b.c(k));
+  return b.mul(f, b.div(b.mul(z, p), q));
+}
+
 /// log(x) in f64: x = m 2^e with m in [sqrt(1/2), sqrt(2)), then
 /// log(1+f) = f - f²/2 + f³ P(f)/Q(f) (Cephes log.c), plus e ln2 with ln2
 /// split in two; subnormal inputs are scaled by 2^54 first.
@@ -72,18 +89,7 @@ typename B::V log64(B& b, typename B::V x) {
   e = b.select(small, b.sub(e, b.c(1.0)), e);
   V f = b.select(small, b.sub(b.add(m, m), b.c(1.0)), b.sub(m, b.c(1.0)));
   V z = b.mul(f, f);
-  V p = b.c(1.01875663804580931796e-4);
-  p = b.add(b.mul(p, f), b.c(4.97494994976747001425e-1));
-  p = b.add(b.mul(p, f), b.c(4.70579119878881725854e0));
-  p = b.add(b.mul(p, f), b.c(1.44989225341610930846e1));
-  p = b.add(b.mul(p, f), b.c(1.79368678507819816313e1));
-  p = b.add(b.mul(p, f), b.c(7.70838733755885391666e0));
-  V q = b.add(f, b.c(1.12873587189167450590e1));
-  q = b.add(b.mul(q, f), b.c(4.52279145837532221105e1));
-  q = b.add(b.mul(q, f), b.c(8.29875266912776603211e1));
-  q = b.add(b.mul(q, f), b.c(7.11544750618563894466e1));
-  q = b.add(b.mul(q, f), b.c(2.31251620126765340583e1));
-  V y = b.mul(f, b.div(b.mul(z, p), q));
+  V y = logRatio64(b, f, z);
   y = b.sub(y, b.mul(e, b.c(2.121944400546905827679e-4)));
   y = b.sub(y, b.mul(z, b.c(0.5)));
   V r = b.add(b.add(f, y), b.mul(e, b.c(0.693359375)));
@@ -92,6 +98,33 @@ typename B::V log64(B& b, typename B::V x) {
   r = b.select(b.orM(b.lt(x, b.c(0.0)), b.gt(x, b.c(0.0))), r, b.c(-INFINITY));
   r = b.select(b.gt(x, b.c(1.7976931348623157e308)), b.c(INFINITY), r);
   return b.select(b.isNan(x), x, r);
+}
+
+/// log(1 + x) for x >= 0 (or NaN) in b.dtype, f32 or f64, from
+/// `nearZero(f)`, log(1 + f) for f in [0, sqrt(2) - 1) without rounding
+/// 1 + f, and `logOf(u)`: below sqrt(2) - 1 nearZero(x), above log(u) for
+/// u = 1 + x rounded, plus the rounding error of that sum (exact, by
+/// Fast2Sum) divided by u, as fdlibm's log1p corrects. (softplus needs no
+/// negative x, and no test measures one.)
+template <class B, class Near, class Log>
+typename B::V log1pWith(B& b, typename B::V x, Near nearZero, Log logOf) {
+  using V = typename B::V;
+  V u = b.add(b.c(1.0), x);
+  auto near = b.lt(x, b.c(0.41421356237309505));
+  V small = nearZero(b.select(near, x, b.c(0.0)));
+  V error = b.select(b.ge(x, b.c(1.0)), b.sub(b.c(1.0), b.sub(u, x)), b.sub(x, b.sub(u, b.c(1.0))));
+  V big = b.add(logOf(u), b.select(b.lt(u, b.c(INFINITY)), b.div(error, u), b.c(0.0)));
+  return b.select(near, small, big);
+}
+
+/// log(1 + x) in f64 for x >= 0 (log1pWith with Cephes log.c's rational function).
+template <class B>
+typename B::V log1p64(B& b, typename B::V x) {
+  auto nearZero = [&](typename B::V f) {
+    typename B::V z = b.mul(f, f);
+    return b.add(f, b.sub(logRatio64(b, f, z), b.mul(z, b.c(0.5))));
+  };
+  return log1pWith(b, x, nearZero, [&](typename B::V u) { return log64(b, u); });
 }
 
 /// tanh(x) in f64: x + x z P(z)/Q(z) with z = x² for |x| < 0.625 (Cephes

@@ -18,6 +18,7 @@
 #include "frontend/linalg.h"
 #include "frontend/ops.h"
 #include "frontend/reductions.h"
+#include "ir/scalar_formulas.h"
 #include "runtime/error.h"
 
 namespace kiln::autograd {
@@ -241,6 +242,16 @@ Formula formulaFor(Op op, const ir::Attributes& attrs, std::shared_ptr<Args> a, 
         const Tensor innerDerivative = mul(add(mul(xx, 3.0 * kappa), 1.0), beta);
         const Tensor rightDerivative = mul(mul(left, sub(1.0, mul(t, t))), innerDerivative);
         return std::vector<Tensor>{mul(g, add(leftDerivative, rightDerivative))};
+      };
+    }
+    case Op::softplus: {
+      a->save(0);
+      const ir::formulas::SoftplusAttrs s = ir::formulas::softplusAttrs(attrs);
+      // PyTorch's softplus_backward: g where x beta > threshold, else
+      // g * z / (z + 1) with z = exp(x beta) (g * sigmoid(x beta)).
+      return [a, s](const Tensor& g) {
+        const Tensor xb = mul((*a)[0].tensor, s.beta), z = exp(xb);
+        return std::vector<Tensor>{where(gt(xb, s.threshold), g, div(mul(g, z), add(z, 1.0)))};
       };
     }
     case Op::cast: return [](const Tensor& g) { return std::vector<Tensor>{g}; };

@@ -51,4 +51,18 @@ TEST(Chain, BroadcastingBiasReluOneKernel) {
   EXPECT_EQ(compiled.shape(), (kiln::Shape{33, 65}));
 }
 
+TEST(Chain, SoftplusFusedEqualsEagerBitForBit) {
+  kiln::Generator gen(11);
+  Tensor x = kiln::randn({257, 129}, gen) * 30.0, b = kiln::randn({129}, gen);
+  for (auto [beta, threshold] : {std::pair{1.0, 20.0}, std::pair{2.0, 5.0}}) {
+    auto fn = [beta, threshold](const Tensor& x, const Tensor& b) {
+      return kiln::softplus(x * 0.5 + b, beta, threshold) * x;
+    };
+    auto f = kiln::compile(fn);
+    Tensor compiled = f(x, b);
+    expectBitsEqual(compiled.toVector(), fn(x, b).toVector());
+    EXPECT_EQ(f.lastNumKernels(), 1) << f.lastGraph();
+  }
+}
+
 }  // namespace

@@ -81,6 +81,10 @@ TRIG = [3.1415927, -3.1415927, 1.5707964, 4.712389, 6.2831855, 1e4, -1e4, 1e6, 1
 # erf and gelu: erf's switch at |x| = 1, its saturation, gelu's left tail.
 ERF = [1.0, -1.0, 0.99999994, 1.0000001, 0.5, 2.0, -2.0, 3.9, 4.0, 6.0, -6.0, 10.0, 1e-4, -1e-4]
 GELU = [-5.0, -8.0, -10.0, -13.0, -20.0, -30.0, 1.4142135, -1.4142135, 1.4142137, 5.0, 10.0, 1e-4, -1e-4, 0.5]
+# softplus: kiln's log1p switch (exp(x) = sqrt(2) - 1 near x = -0.8814), the threshold (x beta = 20), the left
+# tail where log(1 + exp) would lose everything, f32 exp's flush point (-87.34) and PyTorch's last subnormal.
+SOFTPLUS = [-0.8813736, -0.88137, 19.999998, 20.0, 20.000002, 25.0, 40.0, -20.0, -50.0, -87.3, -88.0, -100.0, -103.9,
+            -700.0, -744.0, 1e-4, -1e-4]
 
 # One entry per op: adding an op to kiln adds a line here (and a line to the
 # tolerance table of reference_test.cpp).
@@ -123,6 +127,11 @@ OPS = {
     # kiln's gelu with approximate = 1 (kOps in reference_test.cpp runs gelu(x, "tanh") for this file).
     "gelu_tanh": unary(lambda x: F.gelu(x, approximate="tanh"), "torch.nn.functional.gelu({x}, approximate='tanh')",
                        lambda r: r * 3, GELU, ("lin", -15.0, 10.0)),
+    "softplus": unary(F.softplus, "torch.nn.functional.softplus({x})", lambda r: r * 8, SOFTPLUS, ("lin", -110.0, 30.0)),
+    # kiln's softplus with beta = 2, threshold = 5 (kOps in reference_test.cpp runs softplus(x, 2, 5) for this file).
+    "softplus_beta2": unary(lambda x: F.softplus(x, beta=2.0, threshold=5.0),
+                            "torch.nn.functional.softplus({x}, beta=2.0, threshold=5.0)", lambda r: r * 4,
+                            SOFTPLUS + [2.5, 2.4999998, 2.5000002], ("lin", -55.0, 15.0)),
 }
 
 

@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "common/source_dir.h"
 #include "common/fixtures.h"
+#include "common/source_dir.h"
 #include "frontend/kiln.h"
 #include "ir/op_registry.h"
 
@@ -115,6 +115,11 @@ const Tolerance kTolerances[] = {
      "measured 5 for x >= -1 (at x = 3.23; 18% differ): PyTorch's vectorized f32 erf is a few ulp off; below -1 see "
      "kDeviations"},
     {"gelu_tanh", "f32", 3, Zero::sign, "measured 3 for x >= -1 (20% differ)"},
+    {"softplus", "f32", 1, Zero::sign,
+     "measured 1 (4% differ); log1p(exp(x)) in both, kiln's log1p its own; below x = -87.34 see kDeviations"},
+    {"softplus", "f64", 1, Zero::sign, "measured 1 (12% differ)"},
+    {"softplus_beta2", "f32", 1, Zero::sign, "beta 2, threshold 5: measured 1 (3% differ)"},
+    {"softplus_beta2", "f64", 1, Zero::sign, "beta 2, threshold 5: measured 1 (10% differ)"},
 };
 
 /// How close kiln's gradients must be to PyTorch's, for the fixtures' fixed
@@ -159,6 +164,10 @@ const GradTolerance kGradTolerances[] = {
     {"gelu_tanh", 4, 5e-6,
      "PyTorch's tanh-form derivative, step by step; kiln's f32 tanh is 1 - 2^-24 where PyTorch's is already 1 "
      "(|u| in [8.3, 9.0]), so 1 + tanh and 1 - tanh² differ by 6e-8 and 1.2e-7 there (times g and up to 4)"},
+    {"softplus", 2, 1e-37,
+     "g * z / (z + 1), z = exp(x beta), as softplus_backward; measured 2; kiln's f32 exp flushes to 0 where "
+     "PyTorch's is subnormal"},
+    {"softplus_beta2", 2, 1e-37, "as softplus; measured 2 (3 on values below 1e-37)"},
 };
 
 /// The inputs of one output element (after broadcasting) and both results.
@@ -185,6 +194,10 @@ const Deviation kDeviations[] = {
     {"exp", "f32",
      "kiln's exp is 0 below x = -87.34 (results under 2^-126, docs/ops.md); PyTorch's gives subnormals "
      "down to x = -103.97",
+     [](const Element& e) { return e.got == 0 && f32Subnormal(e.want); }},
+    {"softplus", "f32", "kiln's exp, and so softplus, is 0 below x = -87.34; PyTorch's gives subnormals",
+     [](const Element& e) { return e.got == 0 && f32Subnormal(e.want); }},
+    {"softplus_beta2", "f32", "kiln's exp, and so softplus, is 0 below x beta = -87.34; PyTorch's gives subnormals",
      [](const Element& e) { return e.got == 0 && f32Subnormal(e.want); }},
     // gelu's left tail: PyTorch computes x/2 (1 + erf(x/sqrt 2)) and x/2 (1 + tanh(u)), which cancel:
     // 0 below x = -5.9 (f32) or -8.3 (f64), and few correct bits before that. kiln computes the same
@@ -234,6 +247,9 @@ const std::map<std::string, OpFn> kOps = {
     {"silu", [](const auto& o) { return silu(o[0].tensor); }},
     {"gelu", [](const auto& o) { return gelu(o[0].tensor); }},
     {"gelu_tanh", [](const auto& o) { return gelu(o[0].tensor, "tanh"); }},  // fixture of gelu(approximate='tanh')
+    {"softplus", [](const auto& o) { return softplus(o[0].tensor); }},
+    {"softplus_beta2",
+     [](const auto& o) { return softplus(o[0].tensor, 2.0, 5.0); }},  // fixture of beta=2, threshold=5
 };
 
 /// Elementwise ops of Ops.def that have no reference fixtures yet, and why.

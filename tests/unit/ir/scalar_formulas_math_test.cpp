@@ -1,4 +1,4 @@
-// abs, rsqrt, sin, cos, erf, silu and gelu through the C++ evaluator, in f32
+// abs, rsqrt, sin, cos, erf, silu, gelu and softplus through the C++ evaluator, in f32
 // and f64, swept against the long double libm (64-bit mantissa on x86-64)
 // and held to the bounds ir/scalar_formulas.h and ir/scalar_formulas_f64.h
 // state; then their special values (zeros, infinities, NaN, the ends of
@@ -11,6 +11,7 @@
 //   erf    2 [1.31]                     | 2 [1.64]
 //   silu   3 [2.23]                     | 3 [2.06]
 //   gelu   8 [7.2]                      | 12 [8.0]    (approximate = 0)
+//   softplus 2 [1.53]                  | 2 [1.71]   beta 1 and 2, threshold 20
 //   gelu   8 + 8|u| ulp, u = sqrt(2/pi) (x + 0.044715 x³), its tanh's
 //          argument (approximate = 1): exp(-2u) turns u's rounding errors
 //          into 2|u| times as many ulp of the result where u < 0, and u
@@ -268,6 +269,60 @@ TEST(ScalarFormulasMath, GeluTanh) {
     std::printf("[ measured ] gelu tanh %s: max %.2f ulp at x = %.9g; at most %.2f of the bound 8 + 8|u|\n",
                 dtypeName(d).data(), worst, worstX, worstScaled);
   }
+}
+
+// softplus with beta 1 and 2 (a power of two, so x beta is exact and the
+// threshold falls where the reference puts it) and threshold 20.
+LD refSoftplus(LD x) { return x > 20 ? x : std::log1p(std::exp(x)); }
+LD refSoftplusBeta2(LD x) { return 2 * x > 20 ? x : std::log1p(std::exp(2 * x)) / 2; }
+
+TEST(ScalarFormulasMath, Softplus) {
+  const Attributes beta2 = {{"beta", 2.0}, {"threshold", 20.0}};
+  for (DType d : kFloats) {
+    const bool f64 = d == DType::f64;
+    // From where exp's results are normal (f32: 2^-126 at -87.3; f64: -708)
+    // to past the threshold; the large negative x are where log(1 + exp)
+    // would lose every digit and log1p keeps them.
+    const double lo = f64 ? -700 : -80;
+    Sweep s{"softplus", Op::softplus, d, refSoftplus, 2.0};
+    s.uniform(lo, 30, kPoints, 40);
+    s.uniform(-3, 3, kPoints / 2, 41);  // both sides of log1p's switch at exp(x) = sqrt(2) - 1
+    s.logUniform(1e-30, 20, kPoints / 4, 42);
+    s.report();
+    Sweep t{"softplus beta 2", Op::softplus, d, refSoftplusBeta2, 2.0, beta2};
+    t.uniform(lo / 2, 15, kPoints / 2, 43);
+    t.report();
+  }
+}
+
+TEST(ScalarFormulasMath, SoftplusSpecialValuesAndThreshold) {
+  for (DType d : kFloats) {
+    SCOPED_TRACE(std::string(dtypeName(d)));
+    auto eval = [&](double x, const Attributes& a = {}) {
+      return d == DType::f64 ? eval64(Op::softplus, x, a) : eval32(Op::softplus, static_cast<float>(x), a);
+    };
+    EXPECT_EQ(eval(INFINITY), INFINITY);
+    EXPECT_EQ(eval(-INFINITY), 0.0);
+    EXPECT_TRUE(std::isnan(eval(NAN)));
+    EXPECT_EQ(eval(0.0), d == DType::f64 ? std::log(2.0) : static_cast<float>(std::log(2.0)));
+    EXPECT_EQ(eval(-0.0), eval(0.0));
+    // Beyond the threshold (strictly) the result is x itself; at it, the formula.
+    EXPECT_EQ(eval(20.5), 20.5);
+    EXPECT_EQ(eval(1024.0), 1024.0);
+    const Attributes low = {{"beta", 1.0}, {"threshold", 1.0}};
+    EXPECT_EQ(eval(1.5, low), 1.5);
+    EXPECT_NEAR(eval(1.0, low), 1.3132616875182228, 1e-6) << "log1p(e) at the threshold itself";
+    // beta scales: softplus(x, beta) = softplus(beta x) / beta.
+    const Attributes beta4 = {{"beta", 4.0}, {"threshold", 20.0}};
+    EXPECT_EQ(eval(0.75, beta4), eval(3.0) / 4);
+    // The attributes are PyTorch's defaults when missing.
+    EXPECT_EQ(eval(-3.0), eval(-3.0, {{"beta", 1.0}, {"threshold", 20.0}}));
+    EXPECT_EQ(eval(20.0), eval(20.0, {{"beta", 1.0}, {"threshold", 20.0}}));
+  }
+  // Large negative x: exp(x) itself, to the last bit where log1p(t) = t.
+  EXPECT_EQ(eval64(Op::softplus, -600.0), eval64(Op::exp, -600.0));
+  EXPECT_EQ(eval32(Op::softplus, -60.0f), eval32(Op::exp, -60.0f));
+  EXPECT_EQ(eval32(Op::softplus, -90.0f), 0.0f) << "f32 exp flushes below -87.34 (docs/ops.md)";
 }
 
 TEST(ScalarFormulasMath, AbsSpecialValues) {
