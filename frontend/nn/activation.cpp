@@ -1,4 +1,4 @@
-// nn::ReLU and nn::GELU (frontend/nn/activation.h).
+// nn::ReLU, nn::GELU and nn::Softplus (frontend/nn/activation.h).
 #include "frontend/nn/activation.h"
 
 #include "frontend/ops.h"
@@ -14,5 +14,9 @@ GELUImpl::GELUImpl(std::string approximate_) : Module("GELU"), approximate(std::
 }
 
 Tensor GELUImpl::forward(const Tensor& input) { return gelu(input, approximate); }
+
+SoftplusImpl::SoftplusImpl(double beta_, double threshold_) : Module("Softplus"), beta(beta_), threshold(threshold_) {}
+
+Tensor SoftplusImpl::forward(const Tensor& input) { return softplus(input, beta, threshold); }
 
 }  // namespace kiln::nn

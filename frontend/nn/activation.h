@@ -1,5 +1,5 @@
-// Activation modules: nn::ReLU and nn::GELU, as torch.nn.ReLU and
-// torch.nn.GELU; they hold no parameters and call kiln::relu and kiln::gelu.
+// Activation modules: nn::ReLU, nn::GELU and nn::Softplus, as torch.nn's;
+// they hold no parameters and call kiln::relu, kiln::gelu and kiln::softplus.
 #pragma once
 
 #include <string>
@@ -25,5 +25,15 @@ class GELUImpl : public Module {
   const std::string approximate;
 };
 KILN_MODULE(GELU);
+
+class SoftplusImpl : public Module {
+ public:
+  /// log(1 + exp(beta x)) / beta, x where beta x > threshold, as torch.nn.Softplus.
+  explicit SoftplusImpl(double beta = 1.0, double threshold = 20.0);
+  Tensor forward(const Tensor& input) override;
+
+  const double beta, threshold;
+};
+KILN_MODULE(Softplus);
 
 }  // namespace kiln::nn

@@ -1,6 +1,6 @@
 // kiln::nn, as torch.nn and libtorch's torch::nn (docs/nn.md): the Module
 // base (frontend/nn/module.h), layers (Linear, LayerNorm, Dropout, ReLU,
-// GELU, Embedding, Sequential), each a FooImpl module with a Foo handle,
+// GELU, Softplus, Embedding, Sequential), each a FooImpl module with a Foo handle,
 // and weight initialization (nn::init). Layers compute with kiln's eager
 // ops, so a model runs eagerly, records gradients, and traces under
 // kiln::compile like any other code.

@@ -247,6 +247,28 @@ TEST(NnLayers, GELUExactAndTanh) {
   EXPECT_EQ(errorOf([] { nn::GELU("erf"); }), "GELU: approximate must be \"none\" or \"tanh\", got \"erf\"");
 }
 
+TEST(NnLayers, SoftplusIsKilnSoftplusWithItsBetaAndThreshold) {
+  nn::Softplus plain, steep(2.0, 1.0);
+  EXPECT_TRUE(plain->parameters().empty());
+  EXPECT_EQ(steep->beta, 2.0);
+  EXPECT_EQ(steep->threshold, 1.0);
+  std::vector<float> xs = {-30, -2, -0.5, 0, 0.25, 0.75, 3, 25};
+  Tensor x = fromVector(xs).setRequiresGrad();
+  std::vector<float> p = plain(x).toVector(), s = steep(x).toVector();
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const long double v = xs[i];
+    const double wantP = static_cast<double>(v > 20 ? v : std::log1p(std::exp(v)));
+    const double wantS = static_cast<double>(2 * v > 1 ? v : std::log1p(std::exp(2 * v)) / 2);
+    EXPECT_NEAR(p[i], wantP, 2e-7 * std::abs(wantP)) << xs[i];
+    EXPECT_NEAR(s[i], wantS, 2e-7 * std::abs(wantS)) << xs[i];
+  }
+  EXPECT_EQ(s, softplus(x, 2.0, 1.0).toVector());
+  sum(steep(x)).backward();
+  // Past the threshold the gradient is 1; below, sigmoid(2x).
+  EXPECT_EQ(x.grad().toVector()[7], 1.0f);
+  EXPECT_NEAR(x.grad().toVector()[3], 0.5, 1e-7);
+}
+
 TEST(NnLayers, ReLUHasNoParameters) {
   nn::ReLU relu;
   EXPECT_TRUE(relu->parameters().empty());
