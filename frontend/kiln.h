@@ -16,6 +16,7 @@
 #include "frontend/nn/nn.h"
 #include "frontend/ops.h"
 #include "frontend/optim/optim.h"
+#include "frontend/random.h"
 #include "frontend/reductions.h"
 #include "frontend/tensor.h"
 #include "runtime/buffer.h"

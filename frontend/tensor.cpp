@@ -1,18 +1,15 @@
-// Tensor accessors, factories and the default generator.
+// Tensor accessors and factories.
 #include "frontend/tensor.h"
 
 #include <cmath>
 #include <cstring>
-#include <numbers>
 
 #include "frontend/autograd/function.h"
 #include "frontend/dispatch.h"
 #include "runtime/device_interface.h"
 #include "runtime/error.h"
 #include "runtime/numeric.h"
-#include "runtime/philox.h"
 #include "runtime/stream.h"
-#include "runtime/thread_pool.h"
 
 namespace kiln {
 
@@ -220,49 +217,6 @@ Tensor detail::broadcastElement(const void* element, const ir::TensorType& type)
   impl->strides.assign(type.shape.size(), 0);
   impl->storage = scalar.impl()->storage;
   return eagerCopy(Tensor(std::move(impl)));
-}
-
-Generator& defaultGenerator() {
-  static Generator generator(0);
-  return generator;
-}
-
-void manualSeed(uint64_t seed) { defaultGenerator().manualSeed(seed); }
-
-namespace {
-/// An f32 tensor of `shape` whose element i is `value(block)` of the Philox
-/// block with counter (i, offset) under the generator's seed, for one draw
-/// (the generator advances once).
-template <typename F>
-Tensor fromPhiloxBlocks(const char* name, const Shape& shape, Generator& generator, Device device, F value) {
-  checkShape(name, shape);
-  Tensor t = allocate({DType::f32, shape, device});
-  float* p = t.data<float>();
-  const uint64_t offset = generator.advance();
-  const runtime::PhiloxKey key = {static_cast<uint32_t>(generator.seed()),
-                                  static_cast<uint32_t>(generator.seed() >> 32)};
-  runtime::ThreadPool::instance().parallelFor(t.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i)
-      p[i] = value(runtime::philox4x32_10({static_cast<uint32_t>(i), static_cast<uint32_t>(i >> 32),
-                                           static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32)},
-                                          key));
-  });
-  return t;
-}
-}  // namespace
-
-Tensor randn(const Shape& shape, Generator& generator, Device device) {
-  return fromPhiloxBlocks("randn", shape, generator, device, [](const auto& r) {
-    // Box-Muller; u1 is in (0, 1], so the log is finite.
-    const double u1 = runtime::uniformFromBits(r[0]), u2 = runtime::uniformFromBits(r[1]);
-    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2));
-  });
-}
-
-Tensor rand(const Shape& shape, Generator& generator, Device device) {
-  return fromPhiloxBlocks("rand", shape, generator, device, [](const auto& r) {
-    return static_cast<float>(r[0] >> 8) * (1.0f / 16777216.0f);  // exact: 24 bits, scaled by a power of 2
-  });
 }
 
 }  // namespace kiln

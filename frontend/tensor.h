@@ -1,5 +1,6 @@
 // kiln::Tensor: a device-aware tensor with NumPy broadcasting, and the
-// factories that make one (zeros, ones, full, arange, randn, fromVector).
+// factories that make one (zeros, ones, full, arange, fromVector; randn
+// and rand are frontend/random.h).
 // Elements are f32, f64, f16 (kiln::Half), bf16 (kiln::BFloat16), i32, i64
 // or bool (runtime/numeric.h); `to(dtype)` converts.
 //
@@ -289,53 +290,8 @@ requires(isElementType<T> && !std::is_same_v<T, float>) Tensor
   return fromVector(values, {static_cast<int64_t>(values.size())}, device);
 }
 
-/// The state of a counter-based Philox4x32-10 stream (DESIGN.md §8): every
-/// draw advances offset by one, whatever its size, under key `seed`, so a
-/// seed and an offset name a draw exactly. Dropout's draw of n elements
-/// uses one block per four elements, counters (0..ceil(n/4), offset), one
-/// word each (ir/scalar_formulas_random.h, Note [Dropout draws]); randn and
-/// rand use one block per element, counters (0..n, offset).
-///
-/// A Generator is a handle, like libtorch's at::Generator: copies share one
-/// state, so a compiled function that traced a draw from a generator keeps
-/// drawing from that same state at every call, even after the caller's
-/// Generator object is gone.
-class Generator {
- public:
-  explicit Generator(uint64_t seed = 0) : state_(std::make_shared<State>(State{seed, 0})) {}
-  /// Sets the seed and restarts the offset at 0.
-  void manualSeed(uint64_t seed) { *state_ = {seed, 0}; }
-  uint64_t seed() const { return state_->seed; }
-  uint64_t offset() const { return state_->offset; }
-  /// Sets the offset of the next draw (to replay a draw, or skip ahead).
-  void setOffset(uint64_t offset) { state_->offset = offset; }
-  /// Returns the offset of the next draw and advances past it.
-  uint64_t advance() { return state_->offset++; }
-  /// Whether the two handles share one state.
-  bool sameState(const Generator& other) const { return state_ == other.state_; }
-
- private:
-  struct State {
-    uint64_t seed;
-    uint64_t offset;
-  };
-  std::shared_ptr<State> state_;
-};
-
-/// The process-wide default generator.
-Generator& defaultGenerator();
-/// Seeds the default generator.
-void manualSeed(uint64_t seed);
-
-/// Standard normal samples (Box-Muller over Philox draws): element i of a
-/// draw at (seed, offset) takes words 0 and 1 of philox4x32_10(counter =
-/// {lo(i), hi(i), lo(offset), hi(offset)}, key = {lo(seed), hi(seed)}), the
-/// counter and key dropout uses. randn runs eagerly even inside
-/// kiln::compile: its result is captured as a constant input of the program.
-Tensor randn(const Shape& shape, Generator& generator = defaultGenerator(), Device device = Device::cpu());
-/// Uniform samples in [0, 1): element i of a draw is (w >> 8) * 2^-24 for
-/// word 0 of the Philox block randn's element i takes, so every value is a
-/// multiple of 2^-24 (as torch.rand's f32 values are).
-Tensor rand(const Shape& shape, Generator& generator = defaultGenerator(), Device device = Device::cpu());
-
 }  // namespace kiln
+
+// Generator, randn and rand, which lived here before (source compatibility):
+// after the namespace, since frontend/random.h includes this file.
+#include "frontend/random.h"  // IWYU pragma: export

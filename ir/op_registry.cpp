@@ -65,20 +65,28 @@ TensorType inferElementwise(Op op, std::span<const TensorType> in, const Attribu
 }
 /// An op that draws (usesElementIndex) takes its draw's seed and offset
 /// last, 0-d i64 on the device of the others. dropout(x, seed, offset)
-/// gives x's type.
+/// gives x's type; rand and randn (no other operand) the type of their
+/// attributes `dtype` and `shape`, on the seed's device.
 TensorType inferDraw(Op op, std::span<const TensorType> in, const Attributes& attrs) {
   const std::string_view name = opName(op);
   KILN_ASSERT(in.size() >= 2, "{} without its seed and offset", name);
   if (op == Op::dropout) dropoutP(attrs);
   const std::span<const TensorType> data = in.first(in.size() - 2);
-  KILN_ASSERT(data.size() == 1, "{} draws for {} operands", name, data.size());
-  checkDTypeClass(op, data[0].dtype, typesStr(in));
-  for (size_t i = 1; i < in.size(); ++i) {
+  KILN_ASSERT(data.size() <= 1, "{} draws for {} operands", name, data.size());
+  TensorType out = data.empty() ? TensorType{dtypeAttr(attrs, "dtype", name), {}, in[0].device} : data[0];
+  if (data.empty()) {
+    out.shape = intListAttr(attrs, "shape", name);
+    for (int64_t d : out.shape) KILN_CHECK(d >= 0, "{}: negative dimension in shape {}", name, shapeStr(out.shape));
+    checkDTypeClass(op, out.dtype, std::string(dtypeName(out.dtype)));
+  } else {
+    checkDTypeClass(op, out.dtype, typesStr(in));
+  }
+  for (size_t i = 0; i < in.size(); ++i) {
     KILN_CHECK(in[i].device == in[0].device, "{}: expected all tensors on the same device, got {}", name, typesStr(in));
     KILN_CHECK(i < data.size() || (in[i].dtype == DType::i64 && in[i].rank() == 0),
                "{}: expected seed and offset of type i64[], got {}", name, typesStr(in));
   }
-  return data[0];
+  return out;
 }
 
 TensorType inferReshape(std::span<const TensorType> in, const Attributes& attrs) {

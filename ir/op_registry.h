@@ -158,7 +158,8 @@ constexpr bool usesElementIndex(Op op) { return hasTrait(op, OpTrait::elementInd
 /// refused by `numbers`, integers and bool by `floats`); comparisons give
 /// bool, cast its attribute `dtype`, the others their operands' dtype. An op
 /// that draws (usesElementIndex) takes 0-d i64 seed and offset last:
-/// dropout gives its x's type. Reductions (ir/reduction_rules.cpp) and
+/// dropout gives its x's type, rand and randn that of their attributes
+/// `dtype` (floats) and `shape`. Reductions (ir/reduction_rules.cpp) and
 /// library calls (ir/library_rules.cpp): see Ops.def and docs/ops.md.
 /// Throws kiln::Error naming the op and the input types. Not for fusion
 /// (its types are its body's) nor constant (its type is its creator's).

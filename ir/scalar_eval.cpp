@@ -211,9 +211,10 @@ ScalarValue evalScalar(Op op, std::span<const ScalarValue> inputs, const Attribu
 double evalScalar(Op op, DType dtype, std::span<const double> inputs, const Attributes& attrs) {
   std::vector<ScalarValue> values;
   for (size_t k = 0; k < inputs.size(); ++k)
-    values.push_back(ScalarValue::of(op == Op::where && k == 0       ? DType::boolean
-                                     : usesElementIndex(op) && k > 0 ? DType::i64  // dropout's seed, offset, index
-                                                                     : dtype,
+    values.push_back(ScalarValue::of(op == Op::where && k == 0 ? DType::boolean
+                                     : usesElementIndex(op) && k + 3 >= inputs.size()
+                                         ? DType::i64  // a draw's seed, offset and index
+                                         : dtype,
                                      inputs[k]));
   if (op == Op::constant) return run(op, values, dtype, attrs).toDouble();
   return evalScalar(op, values, attrs).toDouble();

@@ -34,12 +34,14 @@ struct ScalarValue {
 /// is the registry's (ir::inferType), which also checks the input dtypes and
 /// throws kiln::Error as inferType does; `constant` gives its `value`
 /// attribute as f32. An op that reads the element's index
-/// (ir::usesElementIndex: dropout) takes that index as one more i64 input
-/// after its own: evalScalar(Op::dropout, {x, seed, offset, index}, {{"p", 0.1}}).
+/// (ir::usesElementIndex: dropout, rand, randn) takes that index as one
+/// more i64 input after its own: evalScalar(Op::dropout, {x, seed, offset,
+/// index}, {{"p", 0.1}}).
 ScalarValue evalScalar(Op op, std::span<const ScalarValue> inputs, const Attributes& attrs = {});
 
 /// `op` on inputs of dtype `dtype` (for `where`, the values'; its condition
-/// is input 0 != 0; for dropout, inputs 1.. are i64: seed, offset, index),
+/// is input 0 != 0; for a draw (dropout, rand, randn) the last three are
+/// i64: seed, offset, index),
 /// each converted to `dtype` as ScalarValue::of does; the
 /// result (of the op's result dtype, or `dtype` for `constant`) as a double.
 double evalScalar(Op op, DType dtype, std::span<const double> inputs, const Attributes& attrs = {});

@@ -488,6 +488,8 @@ typename B::V emitOp(B& b, Op op, DType outType, std::span<const typename B::V> 
     case Op::where: return b.select(b.toM(in[0]), in[1], in[2]);
     // in[3] is the element's index (ir::usesElementIndex).
     case Op::dropout: return dropout(b, in[0], in[1], in[2], in[3], dropoutP(attrs));
+    case Op::rand: return randElement(b, in[0], in[1], in[2], outType);
+    case Op::randn: return randnElement(b, in[0], in[1], in[2], outType);
     case Op::reshape:
     case Op::transpose:
     case Op::slice:

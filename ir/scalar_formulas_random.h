@@ -1,7 +1,9 @@
-// The scalar formulas of random ops (dropout), written once for every
-// builder of ir/scalar_formulas.h: Philox4x32-10 spelled in the builder's
-// integer operations, so that the LLVM renderer, the CUDA renderer and the
-// C++ evaluator draw the same bits as runtime::philox4x32_10 (DESIGN.md §8).
+// The scalar formulas of random ops (dropout, rand, randn), written once for
+// every builder of ir/scalar_formulas.h: Philox4x32-10 spelled in the
+// builder's integer operations, so that the LLVM renderer, the CUDA renderer
+// and the C++ evaluator draw the same bits as runtime::philox4x32_10
+// (DESIGN.md §8), and randn's Box-Muller from kiln's own log, sqrt and cos
+// (ir/scalar_formulas_f64.h), never the host's libm.
 //
 // Note [Philox words in i64]
 // The builders have no unsigned 32-bit type and no 32x32->64 multiply, so a
@@ -29,8 +31,8 @@
 // block and picks its word, which gives the same bits. A draw of n
 // elements uses the counters {0 .. ceil(n / 4) - 1} x {o} and advances the
 // generator's offset by one, whatever n is, so draws never share a counter
-// (randn draws one block per element from counters {i, o} instead,
-// frontend/tensor.h). The element is kept when uniformFromBits(bits) > p,
+// (rand and randn draw one block per element from counters {i, o} instead,
+// Note [Random fills]). The element is kept when uniformFromBits(bits) > p,
 // i.e. ((bits >> 8) + 1) / 2^24 > p, exactly: (bits >> 8) >=
 // floor(p * 2^24). So an element is kept with probability
 // 1 - floor(p * 2^24) / 2^24 (1 - p up to 2^-24): p = 0 keeps every element
@@ -39,12 +41,34 @@
 // a dropped one is +0, whatever x is (NaN included). Backward is the same
 // dropout of the gradient: the mask is recomputed from (seed, offset, p),
 // never stored.
+//
+// Note [Random fills]
+// Element i (row-major) of rand or randn with seed s and offset o takes the
+// Philox block of its own counter,
+//
+//   r = philox4x32_10(counter = {lo(i), hi(i), lo(o), hi(o)}, key = {lo(s), hi(s)})
+//
+// (one generator advance per fill, as dropout), and as many of its words'
+// top bits as its dtype holds, so that every value is exact in the dtype:
+// - rand: f32 (r[0] >> 8) 2^-24, f16 (r[0] >> 21) 2^-11, bf16 (r[0] >> 24)
+//   2^-8, all in [0, 1) (f16 and bf16 are f32's value truncated, never
+//   rounded up to 1); f64 m 2^-53 with m the top 53 bits of r[0]:r[1].
+// - randn: Box-Muller, sqrt(-2 log(u1)) cos(2 pi u2), in f64 for every
+//   dtype with kiln's log64, sqrt and the cos of sinCos64, then rounded
+//   once to the dtype (f16 and bf16 through f32). u1 and u2 are in (0, 1],
+//   so log(u1) is finite: for f32, f16 and bf16 u1 = ((r[0] >> 8) + 1)
+//   2^-24 and u2 likewise from r[1] (what runtime::uniformFromBits gives;
+//   the samples reach 5.77 sigma); for f64 u1 = (top 53 bits of r[0]:r[1] +
+//   1) 2^-53 and u2 from r[2]:r[3] (8.57 sigma). So randn in f32 is, but for
+//   a last-bit rounding where log64 or cos differs from the exact value,
+//   the f32 rounding of the exact Box-Muller of those u1, u2.
 #pragma once
 
 #include <array>
 #include <cmath>
 #include <cstdint>
 
+#include "ir/scalar_formulas_f64.h"
 #include "runtime/dtype.h"
 
 namespace kiln::ir::formulas {
@@ -79,15 +103,22 @@ std::array<typename B::V, 4> philox4x32_10(B& b, std::array<typename B::V, 4> c,
   return c;
 }
 
-/// The Philox block of group `group` (elements 4 * group .. 4 * group + 3)
-/// of the draw named by (`seed`, `offset`): four words, each an i64 value
-/// holding 32 bits (Note [Dropout draws]); all three operands are i64.
+/// The Philox block of counter {lo(n), hi(n), lo(offset), hi(offset)}
+/// under key {lo(seed), hi(seed)}: four words, each an i64 value holding 32
+/// bits; all three operands are i64.
 template <class B>
-std::array<typename B::V, 4> dropoutBlock(B& b, typename B::V seed, typename B::V offset, typename B::V group) {
+std::array<typename B::V, 4> philoxBlock(B& b, typename B::V seed, typename B::V offset, typename B::V n) {
   const typename B::V mask = b.constant(4294967295.0, DType::i64);
   auto lo = [&](typename B::V v) { return b.band(v, mask); };
   auto hi = [&](typename B::V v) { return b.lshr(v, 32); };
-  return philox4x32_10(b, {lo(group), hi(group), lo(offset), hi(offset)}, {lo(seed), hi(seed)});
+  return philox4x32_10(b, {lo(n), hi(n), lo(offset), hi(offset)}, {lo(seed), hi(seed)});
+}
+
+/// The Philox block of group `group` (elements 4 * group .. 4 * group + 3)
+/// of the draw named by (`seed`, `offset`) (Note [Dropout draws]).
+template <class B>
+std::array<typename B::V, 4> dropoutBlock(B& b, typename B::V seed, typename B::V offset, typename B::V group) {
+  return philoxBlock(b, seed, offset, group);
 }
 
 /// The bits element `index` draws (Note [Dropout draws]): word index % 4 of
@@ -114,6 +145,47 @@ typename B::V dropoutOfBits(B& b, typename B::V x, typename B::V bits, double p)
 template <class B>
 typename B::V dropout(B& b, typename B::V x, typename B::V seed, typename B::V offset, typename B::V index, double p) {
   return dropoutOfBits(b, x, dropoutBits(b, seed, offset, index), p);
+}
+
+/// The top 53 bits of the 64-bit word hi:lo (two zero-extended 32-bit
+/// words in i64 values), as an i64 value.
+template <class B>
+typename B::V top53(B& b, typename B::V hi, typename B::V lo) {
+  return b.bor(b.shl(hi, 21), b.lshr(lo, 11));
+}
+
+/// Element `index` of rand with `seed` and `offset` (i64 values) in
+/// `dtype` (Note [Random fills]): a value of compute dtype
+/// computeDType(dtype), exact in `dtype`.
+template <class B>
+typename B::V randElement(B& b, typename B::V seed, typename B::V offset, typename B::V index, DType dtype) {
+  const std::array<typename B::V, 4> r = philoxBlock(b, seed, offset, index);
+  if (dtype == DType::f64) return b.mul(b.convert(top53(b, r[0], r[1]), DType::f64), b.constant(0x1p-53, DType::f64));
+  const int digits = dtype == DType::f16 ? 11 : dtype == DType::bf16 ? 8 : 24;
+  return b.mul(b.convert(b.lshr(r[0], 32 - digits), DType::f32), b.constant(std::ldexp(1.0, -digits), DType::f32));
+}
+
+/// Element `index` of randn with `seed` and `offset` (i64 values) in
+/// `dtype` (Note [Random fills]): sqrt(-2 log(u1)) cos(2 pi u2) in f64, as
+/// a value of compute dtype computeDType(dtype), not yet rounded to f16/bf16.
+template <class B>
+typename B::V randnElement(B& b, typename B::V seed, typename B::V offset, typename B::V index, DType dtype) {
+  using V = typename B::V;
+  const std::array<V, 4> r = philoxBlock(b, seed, offset, index);
+  const bool f64 = dtype == DType::f64;
+  const V one = b.constant(1.0, DType::i64);
+  // (bits + 1) 2^-bits in (0, 1]: bits + 1 <= 2^53 converts exactly.
+  auto uniform = [&](V bits, double scale) {
+    return b.mul(b.convert(b.add(bits, one), DType::f64), b.constant(scale, DType::f64));
+  };
+  const V u1 = f64 ? uniform(top53(b, r[0], r[1]), 0x1p-53) : uniform(b.lshr(r[0], 8), 0x1p-24);
+  const V u2 = f64 ? uniform(top53(b, r[2], r[3]), 0x1p-53) : uniform(b.lshr(r[1], 8), 0x1p-24);
+  const DType saved = b.dtype;
+  b.dtype = DType::f64;  // b.c makes f64 constants in the formulas below
+  const V radius = b.sqrt(b.mul(b.c(-2.0), log64(b, u1)));
+  const V z = b.mul(radius, sinCos64(b, b.mul(b.c(6.283185307179586), u2), true));
+  b.dtype = saved;
+  return f64 ? z : b.convert(z, DType::f32);
 }
 
 }  // namespace kiln::ir::formulas

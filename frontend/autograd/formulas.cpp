@@ -351,7 +351,7 @@ Formula formulaFor(Op op, const ir::Attributes& attrs, std::shared_ptr<Args> a, 
         return std::vector<Tensor>{g, Tensor(), dsource ? indexSelect(g, dim, (*a)[1].tensor) : Tensor()};
       };
     }
-    // No gradient: integer or bool results, and constants.
+    // No gradient: integer or bool results, random fills and constants.
     case Op::eq:
     case Op::ne:
     case Op::lt:
@@ -359,6 +359,8 @@ Formula formulaFor(Op op, const ir::Attributes& attrs, std::shared_ptr<Args> a, 
     case Op::gt:
     case Op::ge:
     case Op::argmax:
+    case Op::rand:
+    case Op::randn:
     case Op::constant: return nullptr;
     // Not dispatched: views record movementBackward, cat its own node, and
     // fusion nodes exist only after passes.

@@ -265,6 +265,12 @@ const std::map<std::string, std::string> kNotYetReferenced = {
     {"dropout",
      "PyTorch's generator draws other masks; tests/unit/frontend/dropout_test.cpp checks kiln's against "
      "runtime::philox4x32_10 directly"},
+    {"rand",
+     "PyTorch's generator draws other values; tests/unit/frontend/random_test.cpp checks kiln's against "
+     "runtime::philox4x32_10 and the distribution"},
+    {"randn",
+     "PyTorch's generator draws other values; tests/unit/frontend/random_test.cpp checks kiln's against "
+     "runtime::philox4x32_10, Box-Muller in long double and the distribution"},
 };
 
 std::filesystem::path fixtureDir() {

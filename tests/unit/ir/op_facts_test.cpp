@@ -97,6 +97,7 @@ struct Traced {
 Attributes sampleAttrs(Op op) {
   if (op == Op::cast) return {{"dtype", DType::f64}};
   if (op == Op::dropout) return {{"p", 0.5}};
+  if (op == Op::rand || op == Op::randn) return {{"dtype", DType::f32}, {"shape", std::vector<int64_t>{}}};
   return {};
 }
 
