@@ -138,6 +138,17 @@ Kernel reluDropoutMul(DType d, InnerStride xInner = InnerStride::one, InnerStrid
   return k;
 }
 
+/// rand or randn (`op`) of `d` on its own: seed and offset broadcast, the
+/// element's index from the one index space (Note [Random fills]).
+Kernel randomFill(Op op, DType d) {
+  Kernel k;
+  k.name = fmt::format("kiln_{}_{}", ir::opName(op), dtypeName(d));
+  k.params = {{DType::i64, false, InnerStride::zero}, {DType::i64, false, InnerStride::zero}, {d, true, InnerStride::one}};
+  k.indexSpaces = {InnerStride::one};
+  k.body = {load(0, DType::i64), load(1, DType::i64), index(0), op(op, {0, 1, 2}, {{"dtype", d}}, d), store(2, 3, d)};
+  return k;
+}
+
 /// A comparison with a bool output: four bytes at a time.
 Kernel compareToBool() {
   Kernel k;
@@ -256,6 +267,10 @@ std::vector<Kernel> elementwiseKernels() {
   for (DType d : {DType::f32, DType::f16, DType::bf16, DType::f64}) ks.push_back(reluDropoutMul(d));
   ks.push_back(reluDropoutMul(DType::f32, InnerStride::any));
   ks.push_back(reluDropoutMul(DType::f32, InnerStride::one, InnerStride::any));
+  for (auto [op, d] : {std::pair{Op::rand, DType::f32}, std::pair{Op::rand, DType::f64}, std::pair{Op::rand, DType::f16},
+                       std::pair{Op::randn, DType::f32}, std::pair{Op::randn, DType::f64},
+                       std::pair{Op::randn, DType::bf16}})
+    ks.push_back(randomFill(op, d));
   return ks;
 }
 

@@ -3,9 +3,10 @@
 // (gpu_build_test.cpp: NVRTC and PoCL), that run it on PoCL
 // (opencl_run_test.cpp) and that run it on an NVIDIA GPU (tests/gpu/): every
 // elementwise op on every dtype, broadcasts with each inner-stride class,
-// strided ranks, dropout's index spaces, vectorized accesses, integer
-// constants beyond 2^53 (Note [Integer constants are exact]), reductions of
-// every op and dtype (argmax included), several passes, two reduced dims,
+// strided ranks, dropout's index spaces, rand and randn, vectorized
+// accesses, integer constants beyond 2^53 (Note [Integer constants are
+// exact]), reductions of every op and dtype (argmax included), several
+// passes, two reduced dims,
 // column sums, and the kernels kiln::compile makes of softmax, log_softmax,
 // layer_norm, relu -> dropout -> layer_norm and their backwards.
 //

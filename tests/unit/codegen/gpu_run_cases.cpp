@@ -276,6 +276,11 @@ std::vector<RunCase> elementwiseCases() {
         cases.push_back(strided(k, {23, 29}, {{29, 1}, {0, 0}, {0, 0}, {29, 1}, {1, 23}}, {}, smallElements));
       setDraw(cases.back());
     }
+    if (n.starts_with("kiln_rand_") || n.starts_with("kiln_randn_")) {
+      cases.push_back(flat(k, 1501));
+      storeIntAs(cases.back().buffers[0].data(), DType::i64, 0x123456789abcll);  // seed
+      storeIntAs(cases.back().buffers[1].data(), DType::i64, 0x100000005ll);    // offset: its high word is 1
+    }
   }
   return cases;
 }
