@@ -138,14 +138,14 @@ Kernel reluDropoutMul(DType d, InnerStride xInner = InnerStride::one, InnerStrid
   return k;
 }
 
-/// rand or randn (`op`) of `d` on its own: seed and offset broadcast, the
+/// rand or randn (`draw`) of `d` on its own: seed and offset broadcast, the
 /// element's index from the one index space (Note [Random fills]).
-Kernel randomFill(Op op, DType d) {
+Kernel randomFill(Op draw, DType d) {
   Kernel k;
-  k.name = fmt::format("kiln_{}_{}", ir::opName(op), dtypeName(d));
+  k.name = fmt::format("kiln_{}_{}", ir::opName(draw), dtypeName(d));
   k.params = {{DType::i64, false, InnerStride::zero}, {DType::i64, false, InnerStride::zero}, {d, true, InnerStride::one}};
   k.indexSpaces = {InnerStride::one};
-  k.body = {load(0, DType::i64), load(1, DType::i64), index(0), op(op, {0, 1, 2}, {{"dtype", d}}, d), store(2, 3, d)};
+  k.body = {load(0, DType::i64), load(1, DType::i64), index(0), op(draw, {0, 1, 2}, {{"dtype", d}}, d), store(2, 3, d)};
   return k;
 }
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "codegen/codegen.h"
-#include "codegen/cuda_renderer.h"
+#include "codegen/c_renderer.h"
 #include "codegen/nvrtc_compiler.h"
 #include "common/graph_builders.h"
 #include "ir/scalar_eval.h"
@@ -42,7 +42,7 @@ std::unique_ptr<ir::Graph> fusedFill(Op op, DType dtype, int64_t rows, int64_t c
 
 std::shared_ptr<runtime::Buffer> bufferOf(const void* data, size_t bytes) {
   auto b = runtime::allocateBuffer(Device::cpu(), bytes);
-  std::memcpy(b->data(), data, bytes);
+  std::memcpy(b->hostData(), data, bytes);
   return b;
 }
 
@@ -57,7 +57,7 @@ TEST(RandomKernel, AFusedFillIndexesItsOwnResult) {
       std::vector<double> x(static_cast<size_t>(cols));
       for (size_t c = 0; c < x.size(); ++c) x[c] = static_cast<double>(c);
       std::vector<float> x32(x.begin(), x.end());
-      const runtime::Executable exe = compileGraph(*g);
+      const runtime::Executable exe = compileGraph(*g, Device::cpu());
       auto outs = exe.run({f64 ? bufferOf(x.data(), x.size() * 8) : bufferOf(x32.data(), x32.size() * 4),
                            bufferOf(&seed, 8), bufferOf(&offset, 8)});
       const ir::Attributes attrs = {{"shape", ir::Shape{rows, cols}}, {"dtype", d}};
@@ -70,8 +70,8 @@ TEST(RandomKernel, AFusedFillIndexesItsOwnResult) {
                            attrs);
         const double c = static_cast<double>(i % cols);
         const size_t at = static_cast<size_t>(i);
-        const double got = f64 ? static_cast<const double*>(outs.at(0)->data())[at]
-                               : static_cast<const float*>(outs.at(0)->data())[at];
+        const double got = f64 ? static_cast<const double*>(outs.at(0)->hostData())[at]
+                               : static_cast<const float*>(outs.at(0)->hostData())[at];
         const double sum = f64 ? c + want.f : static_cast<double>(static_cast<float>(c) + static_cast<float>(want.f));
         ASSERT_EQ(got, sum) << "element " << i;
       }

@@ -53,6 +53,7 @@ struct CountingBuilder {
   }
   V c(double) { return {dtype}; }
   V constant(double, DType t) { return {t}; }
+  V intConstant(int64_t, DType t) { return {t}; }
   V add(V a, V) { return one(a); }
   V sub(V a, V) { return one(a); }
   V mul(V a, V) { return one(a); }
