@@ -64,6 +64,7 @@
 //   the f32 rounding of the exact Box-Muller of those u1, u2.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -83,35 +84,58 @@ inline double dropoutScale(double p) { return 1.0 / (1.0 - p); }
 
 /// Philox4x32-10 of `c` under `k`, every word an i64 value holding a 32-bit
 /// word zero-extended (Note [Philox words in i64]): the same rounds and
-/// constants as runtime::philox4x32_10.
+/// constants as runtime::philox4x32_10. Only the first `words` (1 to 4)
+/// words of the result are computed, and only what they depend on: the
+/// others are default values that must not be read. A renderer then emits
+/// no value its kernel never uses (a C compiler warns about each).
 template <class B>
-std::array<typename B::V, 4> philox4x32_10(B& b, std::array<typename B::V, 4> c, std::array<typename B::V, 2> k) {
+std::array<typename B::V, 4> philox4x32_10(B& b, std::array<typename B::V, 4> c, std::array<typename B::V, 2> k,
+                                           int words = 4) {
   using V = typename B::V;
+  // What each round must compute, found backwards from the words asked
+  // for: a round's words 0 and 1 read p1 (its word 2), word 0 also its word
+  // 1 and key 0; words 2 and 3 read p0 (its word 0), word 2 also its word 3
+  // and key 1. Keys advance up to the last round that reads them.
+  std::array<std::array<bool, 4>, 11> live{};
+  for (int w = 0; w < words; ++w) live[10][w] = true;
+  std::array<int, 2> lastKeyRound = {-1, -1};
+  for (int round = 9; round >= 0; --round) {
+    const std::array<bool, 4>& out = live[round + 1];
+    std::array<bool, 4>& in = live[round];
+    in[2] = out[0] || out[1];
+    in[1] = out[0];
+    in[0] = out[2] || out[3];
+    in[3] = out[2];
+    if (out[0]) lastKeyRound[0] = std::max(lastKeyRound[0], round);
+    if (out[2]) lastKeyRound[1] = std::max(lastKeyRound[1], round);
+  }
   const V mask = b.constant(4294967295.0, DType::i64);
   const V mul0 = b.constant(static_cast<double>(0xD2511F53u), DType::i64);
   const V mul1 = b.constant(static_cast<double>(0xCD9E8D57u), DType::i64);
   const V weyl0 = b.constant(static_cast<double>(0x9E3779B9u), DType::i64);
   const V weyl1 = b.constant(static_cast<double>(0xBB67AE85u), DType::i64);
   for (int round = 0; round < 10; ++round) {
-    const V p0 = b.mul(mul0, c[0]);
-    const V p1 = b.mul(mul1, c[2]);
-    c = {b.bxor(b.bxor(b.lshr(p1, 32), c[1]), k[0]), b.band(p1, mask), b.bxor(b.bxor(b.lshr(p0, 32), c[3]), k[1]),
-         b.band(p0, mask)};
-    if (round == 9) break;  // the last keys are never used
-    k = {b.band(b.add(k[0], weyl0), mask), b.band(b.add(k[1], weyl1), mask)};
+    const std::array<bool, 4>& out = live[round + 1];
+    const V p0 = out[2] || out[3] ? b.mul(mul0, c[0]) : V{};
+    const V p1 = out[0] || out[1] ? b.mul(mul1, c[2]) : V{};
+    c = {out[0] ? b.bxor(b.bxor(b.lshr(p1, 32), c[1]), k[0]) : V{}, out[1] ? b.band(p1, mask) : V{},
+         out[2] ? b.bxor(b.bxor(b.lshr(p0, 32), c[3]), k[1]) : V{}, out[3] ? b.band(p0, mask) : V{}};
+    k = {round < lastKeyRound[0] ? b.band(b.add(k[0], weyl0), mask) : V{},
+         round < lastKeyRound[1] ? b.band(b.add(k[1], weyl1), mask) : V{}};
   }
   return c;
 }
 
 /// The Philox block of counter {lo(n), hi(n), lo(offset), hi(offset)}
-/// under key {lo(seed), hi(seed)}: four words, each an i64 value holding 32
-/// bits; all three operands are i64.
+/// under key {lo(seed), hi(seed)}: its first `words` words (philox4x32_10),
+/// each an i64 value holding 32 bits; all three operands are i64.
 template <class B>
-std::array<typename B::V, 4> philoxBlock(B& b, typename B::V seed, typename B::V offset, typename B::V n) {
+std::array<typename B::V, 4> philoxBlock(B& b, typename B::V seed, typename B::V offset, typename B::V n,
+                                         int words = 4) {
   const typename B::V mask = b.constant(4294967295.0, DType::i64);
   auto lo = [&](typename B::V v) { return b.band(v, mask); };
   auto hi = [&](typename B::V v) { return b.lshr(v, 32); };
-  return philox4x32_10(b, {lo(n), hi(n), lo(offset), hi(offset)}, {lo(seed), hi(seed)});
+  return philox4x32_10(b, {lo(n), hi(n), lo(offset), hi(offset)}, {lo(seed), hi(seed)}, words);
 }
 
 /// The Philox block of group `group` (elements 4 * group .. 4 * group + 3)
@@ -159,7 +183,7 @@ typename B::V top53(B& b, typename B::V hi, typename B::V lo) {
 /// computeDType(dtype), exact in `dtype`.
 template <class B>
 typename B::V randElement(B& b, typename B::V seed, typename B::V offset, typename B::V index, DType dtype) {
-  const std::array<typename B::V, 4> r = philoxBlock(b, seed, offset, index);
+  const std::array<typename B::V, 4> r = philoxBlock(b, seed, offset, index, dtype == DType::f64 ? 2 : 1);
   if (dtype == DType::f64) return b.mul(b.convert(top53(b, r[0], r[1]), DType::f64), b.constant(0x1p-53, DType::f64));
   const int digits = dtype == DType::f16 ? 11 : dtype == DType::bf16 ? 8 : 24;
   return b.mul(b.convert(b.lshr(r[0], 32 - digits), DType::f32), b.constant(std::ldexp(1.0, -digits), DType::f32));
@@ -171,8 +195,8 @@ typename B::V randElement(B& b, typename B::V seed, typename B::V offset, typena
 template <class B>
 typename B::V randnElement(B& b, typename B::V seed, typename B::V offset, typename B::V index, DType dtype) {
   using V = typename B::V;
-  const std::array<V, 4> r = philoxBlock(b, seed, offset, index);
   const bool f64 = dtype == DType::f64;
+  const std::array<V, 4> r = philoxBlock(b, seed, offset, index, f64 ? 4 : 2);
   const V one = b.constant(1.0, DType::i64);
   // (bits + 1) 2^-bits in (0, 1]: bits + 1 <= 2^53 converts exactly.
   auto uniform = [&](V bits, double scale) {

@@ -145,7 +145,7 @@ Kernel randomFill(Op draw, DType d) {
   k.name = fmt::format("kiln_{}_{}", ir::opName(draw), dtypeName(d));
   k.params = {{DType::i64, false, InnerStride::zero}, {DType::i64, false, InnerStride::zero}, {d, true, InnerStride::one}};
   k.indexSpaces = {InnerStride::one};
-  k.body = {load(0, DType::i64), load(1, DType::i64), index(0), op(draw, {0, 1, 2}, {{"dtype", d}}, d), store(2, 3, d)};
+  k.body = {load(0, DType::i64), load(1, DType::i64), index(0), op(draw, {0, 1, 2}, {{"dtype", d}, {"shape", std::vector<int64_t>{}}}, d), store(2, 3, d)};
   return k;
 }
 

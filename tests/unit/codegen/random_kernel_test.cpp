@@ -103,11 +103,8 @@ TEST(RandomKernel, CudaCOfEveryFillCompilesWithNvrtc) {
         for (int sm : {80, 90}) {
           const CudaBinary bin = compileCudaToCubin(src, k.name, sm);
           EXPECT_FALSE(bin.cubin.empty()) << "sm_" << sm;
-          // The only warnings: Philox words a fill does not read (rand reads
-          // one of four), which the CUDA C keeps as unused variables.
-          for (size_t at = bin.log.find("warning #"); at != std::string::npos; at = bin.log.find("warning #", at + 1))
-            EXPECT_EQ(bin.log.compare(at, 13, "warning #177-"), 0) << "sm_" << sm << ": " << bin.log;
-          EXPECT_EQ(bin.log.find("error"), std::string::npos) << bin.log;
+          // No warnings: a fill computes only the Philox words it reads.
+          EXPECT_EQ(bin.log, "") << "sm_" << sm;
         }
       }
     }
