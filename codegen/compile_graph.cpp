@@ -8,6 +8,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "codegen/codegen_log.h"
 #include "codegen/kernel_cache.h"
 #include "codegen/lowering.h"
 #include "codegen/lowering_library.h"
@@ -273,6 +274,7 @@ runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::spa
       step.slots.push_back(newSlot(n->output(), n->output()->type().numel()));
       step.offsets.push_back(0);
       if (!offsets) step.offsets.clear();
+      logLibraryStep(step.name, step.args);
       exe.steps.emplace_back(std::move(step));
       continue;
     }
@@ -319,6 +321,7 @@ runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::spa
       }
       if (!offsets) step.offsets.clear();
       step.shape = target.launchShape(lowered.kernel, lowered.launch);
+      logKernelStep(lowered, step.shape);
       step.args = std::move(lowered.launch.args);
       exe.steps.emplace_back(std::move(step));
     }

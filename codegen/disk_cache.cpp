@@ -13,6 +13,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "runtime/log.h"
+
 namespace kiln::codegen {
 
 namespace {
@@ -70,6 +72,7 @@ std::optional<std::string> DiskCache::load(const std::string& key) {
   const std::filesystem::path path = pathFor(key);
   std::ifstream in(path, std::ios::binary);
   auto miss = [&] {
+    KILN_LOG_TO(cache, "kiln::cache: disk miss {:016x}", fnv1a(key));
     std::lock_guard lock(mutex_);
     stats_.misses++;
     return std::nullopt;
@@ -90,6 +93,7 @@ std::optional<std::string> DiskCache::load(const std::string& key) {
   if (ok) rest.remove_prefix(payloadSize);
   ok = ok && getU64(rest, checksum) && rest.empty() && checksum == fnv1a(payload, fnv1a(storedKey));
   if (!ok) {
+    KILN_LOG_TO(cache, "kiln::cache: disk miss {:016x}: the entry is damaged; removed", fnv1a(key));
     std::error_code ignored;
     std::filesystem::remove(path, ignored);
     std::lock_guard lock(mutex_);
@@ -98,6 +102,7 @@ std::optional<std::string> DiskCache::load(const std::string& key) {
     return std::nullopt;
   }
   if (storedKey != key) return miss();  // another key with the same hash
+  KILN_LOG_TO(cache, "kiln::cache: disk hit {:016x} ({} bytes)", fnv1a(key), payload.size());
   std::lock_guard lock(mutex_);
   stats_.hits++;
   return std::string(payload);
@@ -130,6 +135,7 @@ void DiskCache::store(const std::string& key, std::string_view payload) {
     std::filesystem::remove(tmp, error);
     return disable(fmt::format("cannot write {}", path.string()));
   }
+  KILN_LOG_TO(cache, "kiln::cache: disk store {:016x} ({} bytes)", fnv1a(key), payload.size());
   std::lock_guard lock(mutex_);
   stats_.writes++;
 }

@@ -5,8 +5,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <string_view>
 
 #include "codegen/compile_graph.h"
 #include "frontend/autograd/node.h"
@@ -15,6 +13,7 @@
 #include "ir/printer.h"
 #include "passes/pass_manager.h"
 #include "runtime/executable.h"
+#include "runtime/log.h"
 
 namespace kiln::detail {
 
@@ -29,20 +28,6 @@ struct CompiledProgram {
 };
 
 namespace {
-/// Whether KILN_LOG (a comma-separated list) names `topic`.
-bool logs(std::string_view topic) {
-  const char* env = std::getenv("KILN_LOG");
-  if (!env) return false;
-  std::string_view list(env);
-  while (!list.empty()) {
-    const size_t comma = list.find(',');
-    if (list.substr(0, comma) == topic || list.substr(0, comma) == "all") return true;
-    if (comma == std::string_view::npos) break;
-    list.remove_prefix(comma + 1);
-  }
-  return false;
-}
-
 /// What changed between the signatures of two calls, per argument.
 std::string recompileReason(const std::vector<std::string>& before, const std::vector<std::string>& now) {
   if (before.empty()) return "no program matches the arguments";
@@ -219,9 +204,9 @@ std::vector<Tensor> CompileEngine::call(const std::vector<Tensor>& inputs) {
       eagerFallbacks_++;
       return fn_(inputs);
     }
-    if (compiles_ > 0 && logs("recompiles"))
-      std::fprintf(stderr, "kiln::compile: recompiling (program %d of at most %d): %s\n", compiles_ + 1,
-                   options_.cacheLimit, why.c_str());
+    if (compiles_ > 0)
+      KILN_LOG_TO(recompiles, "kiln::compile: recompiling (program {} of at most {}): {}", compiles_ + 1,
+                  options_.cacheLimit, why);
     // The new program runs now without testing its guards: they describe the
     // state its trace saw, which the trace itself may have changed (it
     // creates an optimizer's state, say).

@@ -6,9 +6,11 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/passes.h"
 #include "runtime/error.h"
+#include "runtime/log.h"
 
 namespace kiln::passes {
 
@@ -32,6 +34,14 @@ const PassInfo* findPass(std::string_view name) {
   for (const PassInfo& p : kPasses)
     if (p.name == name) return &p;
   return nullptr;
+}
+
+void PassContext::remark(std::string message) {
+  if (pass_.starts_with("fuse-"))
+    KILN_LOG_TO(fusion, "kiln::fusion: {}: {}", pass_, message);
+  else
+    KILN_LOG_TO(passes, "kiln::passes: {}: {}", pass_, message);
+  remarks_.push_back({pass_, std::move(message)});
 }
 
 namespace {
@@ -62,6 +72,7 @@ PassManager::PassManager(std::string_view pipeline) : verifyEach_(verifyEachFrom
 }
 
 void PassManager::run(ir::Graph& graph) {
+  if (!passes_.empty()) KILN_LOG_TO(passes, "kiln::passes: before the pipeline:\n{}", ir::printGraph(graph));
   for (const PassInfo* pass : passes_) {
     if (hook_) hook_(pass->name, graph, /*after=*/false, /*changed=*/false);
     PassContext context{std::string(pass->name)};
@@ -80,6 +91,11 @@ void PassManager::run(ir::Graph& graph) {
     auto& stats = stats_[std::string(pass->name)];
     for (const auto& [key, n] : context.stats()) stats[key] += n;
     remarks_.insert(remarks_.end(), context.remarks().begin(), context.remarks().end());
+    // Like --print-ir-after-change: the graph only where the pass changed it.
+    if (changed)
+      KILN_LOG_TO(passes, "kiln::passes: after {}:\n{}", pass->name, ir::printGraph(graph));
+    else
+      KILN_LOG_TO(passes, "kiln::passes: {} changed nothing", pass->name);
     if (hook_) hook_(pass->name, graph, /*after=*/true, changed);
   }
 }

@@ -28,7 +28,9 @@ struct Remark {
 class PassContext {
  public:
   explicit PassContext(std::string pass) : pass_(std::move(pass)) {}
-  void remark(std::string message) { remarks_.push_back({pass_, std::move(message)}); }
+  /// Records a decision; KILN_LOG=fusion prints those of the fusion passes
+  /// as they are made, KILN_LOG=passes those of the others.
+  void remark(std::string message);
   void count(const std::string& statistic, int64_t n = 1) { stats_[statistic] += n; }
   const std::vector<Remark>& remarks() const { return remarks_; }
   const std::map<std::string, int64_t>& stats() const { return stats_; }

@@ -1,6 +1,6 @@
 // The runtime layer's contract (DESIGN.md §1, §7): dtypes, devices, errors,
-// memory, the thread pool and the Executable that codegen produces. It knows
-// nothing of the IR or of tensors.
+// logging (KILN_LOG), memory, the thread pool and the Executable that
+// codegen produces. It knows nothing of the IR or of tensors.
 #pragma once
 
 #include "runtime/allocator.h"
@@ -10,6 +10,7 @@
 #include "runtime/dtype.h"
 #include "runtime/error.h"
 #include "runtime/executable.h"
+#include "runtime/log.h"
 #include "runtime/numeric.h"
 #include "runtime/stream.h"
 #include "runtime/thread_pool.h"

@@ -3,9 +3,8 @@
 // warning; KILN_LOG=recompiles.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
 #include "frontend/kiln.h"
+#include "runtime/log.h"
 
 namespace kiln {
 namespace {
@@ -43,16 +42,19 @@ TEST(CompileGuards, PastTheCacheLimitCallsRunEagerlyWithOneWarning) {
 }
 
 TEST(CompileGuards, LogRecompilesSaysWhy) {
-  ::setenv("KILN_LOG", "recompiles", 1);
   auto f = compile([](const Tensor& x, const Tensor& y) { return x + y; });
   testing::internal::CaptureStderr();
   f(zeros({2}), zeros({2}));
   f(zeros({2}), zeros({2}, DType::f64));
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "") << "off by default";
+  logging::configure("recompiles");  // KILN_LOG is read once; set it here
+  testing::internal::CaptureStderr();
+  f(zeros({3}), zeros({3}));
   const std::string err = testing::internal::GetCapturedStderr();
-  ::unsetenv("KILN_LOG");
+  logging::configure("");
   EXPECT_EQ(err,
-            "kiln::compile: recompiling (program 2 of at most 8): argument 1 changed from f32[2]@cpu to "
-            "f64[2]@cpu\n");
+            "kiln::compile: recompiling (program 3 of at most 8): argument 0 changed from f32[2]@cpu to "
+            "f32[3]@cpu, argument 1 changed from f64[2]@cpu to f32[3]@cpu\n");
 }
 
 TEST(CompileGuards, AFailedGuardOnHostStateRecompilesAndSaysWhich) {
@@ -68,11 +70,11 @@ TEST(CompileGuards, AFailedGuardOnHostStateRecompilesAndSaysWhich) {
   EXPECT_EQ(f(x).toVector(), (std::vector<float>{2, 2, 2}));
   EXPECT_EQ(f.numCompiles(), 1);
   w.setGrad(fromVector({10, 20, 30}));
-  ::setenv("KILN_LOG", "recompiles", 1);
+  logging::configure("recompiles");  // KILN_LOG is read once; set it here
   testing::internal::CaptureStderr();
   EXPECT_EQ(f(x).toVector(), (std::vector<float>{11, 21, 31}));
   const std::string err = testing::internal::GetCapturedStderr();
-  ::unsetenv("KILN_LOG");
+  logging::configure("");
   EXPECT_EQ(f.numCompiles(), 2);
   EXPECT_EQ(err,
             "kiln::compile: recompiling (program 2 of at most 8): a guard failed: the gradient of f32[3]@cpu "

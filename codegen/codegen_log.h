@@ -1,0 +1,34 @@
+// What KILN_LOG=codegen prints (runtime/log.h): one line per step that
+// compileGraph makes, as it makes it — a kernel with its launch shape (name,
+// kind, domain sizes, elements or rows, the launch shape the target chose —
+// the thread pool's grain on the CPU, grid and block on a GPU — and each
+// parameter's role, dtype, strides and offset), or a library call with its
+// integer arguments. Off, each call is one relaxed load.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "codegen/lowering.h"
+#include "runtime/device_interface.h"
+#include "runtime/log.h"
+
+namespace kiln::codegen {
+
+/// The codegen line of a kernel step (without the "kiln::codegen: " prefix).
+std::string describeKernelStep(const LoweredKernel& lowered, const runtime::LaunchShape& shape);
+/// The codegen line of a library call step (without the prefix).
+std::string describeLibraryStep(std::string_view name, std::span<const int64_t> args);
+
+/// Logs the kernel step of `lowered`, launched with `shape`.
+inline void logKernelStep(const LoweredKernel& lowered, const runtime::LaunchShape& shape) {
+  KILN_LOG_TO(codegen, "kiln::codegen: {}", describeKernelStep(lowered, shape));
+}
+/// Logs a library call step.
+inline void logLibraryStep(std::string_view name, std::span<const int64_t> args) {
+  KILN_LOG_TO(codegen, "kiln::codegen: {}", describeLibraryStep(name, args));
+}
+
+}  // namespace kiln::codegen
