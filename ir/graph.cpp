@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/layout.h"
 #include "runtime/error.h"
 
 namespace kiln::ir {
@@ -211,10 +212,35 @@ std::vector<Node*> Graph::nodes() const {
   return out;
 }
 
+bool readOnlyByLibraryCalls(const Value* v) {
+  if (v->graph()->isOutput(v)) return false;
+  return std::all_of(v->uses().begin(), v->uses().end(), [](const Use& use) {
+    const Node* reader = use.user;
+    return reader->info().kind == OpKind::library ||
+           (isViewOp(reader->op()) && readOnlyByLibraryCalls(reader->output()));
+  });
+}
+
+namespace {
+/// A cat's kernels: one copy per input with elements (codegen/lowering.cpp, lowerCat).
+int catKernels(const Node& cat) {
+  return static_cast<int>(
+      std::count_if(cat.inputs().begin(), cat.inputs().end(), [](const Value* in) { return in->type().numel() > 0; }));
+}
+}  // namespace
+
 int countKernels(const Graph& graph) {
   int kernels = 0;
-  for (const auto& n : graph.nodes())
-    if (n->op() != Op::constant) ++kernels;
+  for (const Node* n : graph.nodes()) {
+    if (n->op() == Op::constant) continue;
+    if (isViewOp(n->op()) && readOnlyByLibraryCalls(n->output())) continue;
+    if (n->op() == Op::cat) {
+      kernels += catKernels(*n);
+      continue;
+    }
+    const Node* last = n->body() && !n->body()->outputs().empty() ? n->body()->outputs()[0]->node() : nullptr;
+    kernels += last && last->op() == Op::cat ? catKernels(*last) : 1;
+  }
   return kernels;
 }
 

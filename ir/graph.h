@@ -202,7 +202,18 @@ class Graph {
   std::vector<Value*> outputs_;
 };
 
-/// Counts fusion nodes and nodes outside them: the kernels a graph takes.
+/// Whether `v` is read only by library calls, directly or through more view
+/// ops, and is not returned: such a view is an alias of its input's buffer,
+/// no kernel (Note [Library calls read views] in codegen/compile_graph.h).
+bool readOnlyByLibraryCalls(const Value* v);
+
+/// The kernels and library calls a compiled program of `graph` launches
+/// (what codegen::compileGraph(graph).numKernels() counts, for a graph after
+/// fusion): a fusion node or a reduction is one kernel, a library call one
+/// call; a cat, or a fusion whose result is a cat, is one copy kernel per
+/// input that is not empty; a constant (folded into its readers) and a view
+/// read only by library calls are none. On a graph before fusion, every
+/// other node counts as one kernel, as it would be fused alone.
 int countKernels(const Graph& graph);
 
 }  // namespace kiln::ir

@@ -232,6 +232,8 @@ TEST(FusedReductionsRandom, SameBitsWithAndWithoutFusion) {
       Tensor t = (randn(in->type().shape, gen) * 2.0 + 0.5).to(in->type().dtype);
       inputs.push_back(t.impl()->storage);
     }
+    EXPECT_EQ(a, e1.numKernels()) << "countKernels counts what runs";
+    EXPECT_EQ(b, e2.numKernels());
     auto o1 = e1.run(inputs), o2 = e2.run(inputs);
     ASSERT_EQ(o1.size(), o2.size());
     for (size_t i = 0; i < o1.size(); ++i) {

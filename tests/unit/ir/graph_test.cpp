@@ -289,5 +289,43 @@ TEST(CountKernels, ConstantsAreFreeAndAFusionIsOneKernel) {
   EXPECT_EQ(countKernels(*f->body()), 2);
 }
 
+TEST(CountKernels, ACatIsOneCopyPerInputWithElements) {
+  Graph g;
+  Value* x = g.addInput(f32({2, 3}));
+  Value* empty = g.addInput(f32({0, 3}));
+  Value* z = g.addInput(f32({4, 3}));
+  Node* c = g.create(Op::cat, std::vector<Value*>{x, empty, z}, {{"dim", int64_t{0}}});
+  g.setOutputs({c->output()});
+  EXPECT_EQ(countKernels(g), 2) << "x and z are copied; the empty input takes no kernel";
+  // The cat inside a fusion, as fuse-elementwise leaves it.
+  Graph fused;
+  std::vector<Value*> in{fused.addInput(f32({2, 3})), fused.addInput(f32({0, 3})), fused.addInput(f32({4, 3}))};
+  Node* f = fused.appendRaw(Op::fusion, in, {c->output()->type()});
+  auto body = std::make_unique<Graph>("body");
+  std::vector<Value*> params;
+  for (Value* v : in) params.push_back(body->addInput(v->type()));
+  body->setOutputs({body->create(Op::cat, params, {{"dim", int64_t{0}}})->output()});
+  f->setBody(std::move(body));
+  fused.setOutputs({f->output()});
+  EXPECT_EQ(countKernels(fused), 2);
+  EXPECT_EQ(countKernels(*f->body()), 2);
+}
+
+TEST(CountKernels, AViewReadOnlyByLibraryCallsIsNoKernel) {
+  Graph g;
+  Value* x = g.addInput(f32({2, 3}));
+  Value* w = g.addInput(f32({5, 3}));
+  Node* t = g.create(Op::transpose, std::vector<Value*>{w}, {{"perm", std::vector<int64_t>{1, 0}}});
+  Node* r = g.create(Op::reshape, std::vector<Value*>{t->output()}, {{"shape", std::vector<int64_t>{3, 5}}});
+  Node* mm = g.create(Op::matmul, std::vector<Value*>{x, r->output()});
+  g.setOutputs({mm->output()});
+  EXPECT_TRUE(readOnlyByLibraryCalls(t->output())) << "through the reshape";
+  EXPECT_EQ(countKernels(g), 1) << "the matmul; both views are aliases of w";
+  g.setOutputs({mm->output(), r->output()});
+  EXPECT_FALSE(readOnlyByLibraryCalls(t->output()));
+  EXPECT_FALSE(readOnlyByLibraryCalls(r->output()));
+  EXPECT_EQ(countKernels(g), 3) << "a returned view is copied: each view op counts until fusion merges them";
+}
+
 }  // namespace
 }  // namespace kiln::ir
