@@ -10,12 +10,12 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
-#include <stdexcept>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
 #include <regex>
+#include <stdexcept>
 
 #include "runtime/blas.h"
 #include "runtime/thread_pool.h"
@@ -79,9 +79,7 @@ int run(const Options& options) {
   if (options.list) {
     size_t width = 12;
     for (const Workload* w : selected) width = std::max(width, w->name.size());
-    for (const Workload* w : selected)
-      std::cout << fmt::format("{:<{}} {}{}\n", w->name, width, w->description,
-                               w->skipped.empty() ? "" : " (skipped: " + w->skipped + ")");
+    for (const Workload* w : selected) std::cout << fmt::format("{:<{}} {}\n", w->name, width, w->description);
     return 0;
   }
 
@@ -115,8 +113,7 @@ int run(const Options& options) {
   }
   std::vector<Result> results;
   for (const Workload* w : selected) {
-    std::cerr << fmt::format("kiln-bench: running {}{}\n", w->name,
-                             w->skipped.empty() ? "" : " (skipped: " + w->skipped + ")");
+    std::cerr << fmt::format("kiln-bench: running {}\n", w->name);
     results.push_back(runWorkload(*w, policy));
     if (torch && torch->available()) {
       std::cerr << fmt::format("kiln-bench: running {} in PyTorch\n", w->name);
@@ -129,10 +126,8 @@ int run(const Options& options) {
   std::map<int64_t, std::vector<double>> copies;
   for (const Result& r : results)
     copies[r.copyBytes].insert(copies[r.copyBytes].end(), r.copySamplesGbps.begin(), r.copySamplesGbps.end());
-  for (const auto& [bytes, gbps] : copies) {
-    if (bytes == 0) continue;  // skipped workloads copy nothing
+  for (const auto& [bytes, gbps] : copies)
     machine.copies.push_back({bytes, median(gbps), static_cast<int>(gbps.size())});
-  }
 
   printTable(std::cout, machine, results);
   std::cout.flush();
@@ -150,7 +145,6 @@ int run(const Options& options) {
     status = 1;
   }
   for (const Result& r : results) {
-    if (!r.skipped.empty()) continue;
     if (r.matches) continue;
     std::cerr << fmt::format("kiln-bench: warning: {}: compiled output differs from eager: {}\n", r.name, r.mismatch);
     status = 1;

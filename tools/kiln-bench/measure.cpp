@@ -142,13 +142,6 @@ int64_t tensorBytes(const std::vector<Tensor>& tensors) {
 Result runWorkload(const Workload& w, const RunPolicy& policy) {
   Result r;
   r.name = w.name;
-  if (!w.skipped.empty()) {
-    r.skipped = w.skipped;
-    r.hasCompiled = false;
-    r.eagerMs = r.compiledMs = r.eagerFirstMs = r.compileMs = r.kernelCompileMs = r.compileMsCached =
-        r.kernelCompileMsCached = r.copyGbps = NAN;
-    return r;
-  }
   r.flops = w.flops;
   const std::vector<Tensor> inputs = w.makeInputs();
   r.inputBytes = tensorBytes(inputs);

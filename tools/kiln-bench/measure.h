@@ -59,12 +59,12 @@ struct Result {
   int64_t inputBytes = 0;
   int64_t outputBytes = 0;
   int eagerRuns = 0, compiledRuns = 0;
-  double eagerMs = 0, compiledMs = 0;             ///< medians of the timed calls
-  double eagerFirstMs = 0;                        ///< first eager call (compiles one-op kernels)
-  double compileMs = 0;                           ///< first compiled call, cold: trace, passes, codegen, one run
-  double kernelCompileMs = 0;                     ///< of compileMs, time in the kernel compiler (LLVM)
-  double compileMsCached = 0;  ///< first compiled call again, kernels from the disk cache (memory cache empty)
-  double kernelCompileMsCached = 0;  ///< of compileMsCached, time loading kernels from the disk cache
+  double eagerMs = 0, compiledMs = 0;  ///< medians of the timed calls
+  double eagerFirstMs = 0;             ///< first eager call (compiles one-op kernels)
+  double compileMs = 0;                ///< first compiled call, cold: trace, passes, codegen, one run
+  double kernelCompileMs = 0;          ///< of compileMs, time in the kernel compiler (LLVM)
+  double compileMsCached = 0;          ///< first compiled call again, kernels from the disk cache (memory cache empty)
+  double kernelCompileMsCached = 0;    ///< of compileMsCached, time loading kernels from the disk cache
   /// The allocator's peak during the timed calls of each side, above what
   /// was allocated when they began (inputs, state): what one call needs for
   /// its outputs and intermediates. -1: not measured.
@@ -76,8 +76,7 @@ struct Result {
   double flops = 0;                               ///< per call (Workload::flops); 0: not counted
   bool matches = false;                           ///< compiled output equals eager bit for bit
   std::string mismatch;                           ///< where they differ, when they do
-  std::string skipped;                            ///< Workload::skipped: kiln's side was not run
-  bool hasCompiled = true;                        ///< Workload::compiles (and not skipped)
+  bool hasCompiled = true;                        ///< Workload::compiles
   std::optional<TorchResult> torch;               ///< PyTorch's side, with --compare-torch
 
   int64_t bytes() const { return inputBytes + outputBytes; }
@@ -97,8 +96,7 @@ struct Result {
 int64_t tensorBytes(const std::vector<Tensor>& tensors);
 
 /// Runs one workload eagerly and compiled and measures both, with copy
-/// samples before, between and after the timed calls. A skipped workload
-/// (Workload::skipped) is not run: its result has the reason and no numbers.
+/// samples before, between and after the timed calls.
 /// The compiled side is compiled twice: cold (the in-memory kernel cache
 /// and the disk cache emptied first), then from the disk cache (the
 /// in-memory one emptied); kiln-bench points the disk cache at a directory

@@ -51,7 +51,7 @@ std::string cpuModelName() {
 }
 
 namespace {
-// A table cell: "-" where there is no number (a skipped workload, no
+// A table cell: "-" where there is no number (no compiled side, no
 // PyTorch time).
 std::string cell(double v, const char* spec = "{:.2f}") {
   return std::isfinite(v) ? fmt::format(fmt::runtime(spec), v) : std::string("-");
@@ -76,7 +76,7 @@ std::vector<Column> columns(bool torch) {
       {"compiled GB/s", [](const Result& r) { return cell(r.compiledGbps()); }},
       {"copy GB/s", [](const Result& r) { return cell(r.copyGbps); }},
       {"% of copy", [](const Result& r) { return cell(r.percentOfCopy(), "{:.1f}%"); }},
-      {"kernels eager", [](const Result& r) { return r.skipped.empty() ? std::to_string(r.kernelsEager) : "-"; }},
+      {"kernels eager", [](const Result& r) { return std::to_string(r.kernelsEager); }},
       {"kernels compiled", [](const Result& r) { return r.hasCompiled ? std::to_string(r.kernelsCompiled) : "-"; }},
       {"peak MiB eager", [](const Result& r) { return mibCell(r.peakBytesEager); }},
       {"peak MiB compiled", [](const Result& r) { return mibCell(r.peakBytesCompiled); }},
@@ -124,9 +124,7 @@ void printTable(std::ostream& os, const Machine& machine, const std::vector<Resu
   for (const Result& r : results) {
     line = fmt::format("{:<{}}", r.name, width);
     for (const Column& c : cols) line += fmt::format(" {:>{}}", c.value(r), std::string_view(c.header).size());
-    if (!r.skipped.empty())
-      line += "  skipped: " + r.skipped;
-    else if (!r.hasCompiled)
+    if (!r.hasCompiled)
       line += "  eager only";
     else if (!r.matches)
       line += "  MISMATCH";
@@ -148,9 +146,7 @@ std::string toJson(const Machine& machine, const std::vector<Result>& results) {
   std::string out = "[";
   for (size_t i = 0; i < results.size(); ++i) {
     const Result& r = results[i];
-    const bool ran = r.skipped.empty();
-    // Counts of a skipped workload are null like its times.
-    auto count = [ran](int64_t v) { return ran ? std::to_string(v) : std::string("null"); };
+    auto count = [](int64_t v) { return std::to_string(v); };
     out += i ? ",\n  {" : "\n  {";
     auto field = [&, first = true](const char* key, const std::string& value) mutable {
       out += fmt::format("{}\"{}\": {}", first ? "" : ", ", key, value);
@@ -184,7 +180,6 @@ std::string toJson(const Machine& machine, const std::vector<Result>& results) {
     field("eager_gflops", r.flops > 0 ? num(r.eagerGflops()) : "null");
     field("compiled_gflops", r.flops > 0 ? num(r.compiledGflops()) : "null");
     field("matches_eager", r.hasCompiled ? (r.matches ? "true" : "false") : "null");
-    field("skipped", ran ? "null" : str(r.skipped));
     field("threads", std::to_string(machine.threads));
     field("cpu", str(machine.cpu));
     field("blas", str(machine.blas));

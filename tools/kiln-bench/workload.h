@@ -7,9 +7,7 @@
 //   fromModel("bias_relu"),
 //
 // A workload that needs more than standard-normal f32 inputs (labels, say)
-// is written out as a Workload with its own makeInputs. One that kiln cannot
-// run yet (an op not built) is kept in the table as pending(...): its row
-// says why it is skipped, and --compare-torch still measures PyTorch on it.
+// is written out as a Workload with its own makeInputs.
 #pragma once
 
 #include <cstdint>
@@ -46,9 +44,6 @@ struct Workload {
   /// The types of the inputs makeInputs makes, at which --compare-torch
   /// measures PyTorch (tools/kiln-bench/torch_bench.py, by name).
   std::vector<ir::TensorType> inputTypes;
-  /// Non-empty: why kiln cannot run this workload yet ("dropout not built");
-  /// makeInputs and fn are unset and the row says "skipped: ...".
-  std::string skipped;
 };
 
 /// Every workload, in the order they run and print.
@@ -58,11 +53,6 @@ const std::vector<Workload>& workloads();
 /// declares, with standard-normal inputs, counting `flops` per call. Throws
 /// when there is no such model.
 Workload fromModel(const std::string& name, double flops = 0);
-
-/// A workload kiln cannot run yet, kept in the table (and measured in
-/// PyTorch by --compare-torch) until what it needs lands: `why` is what is
-/// missing, e.g. "dropout not built".
-Workload pending(std::string name, std::string description, std::vector<ir::TensorType> inputTypes, std::string why);
 
 /// Standard-normal f32 tensors of the given types, from a fixed seed so that
 /// every run measures the same data.

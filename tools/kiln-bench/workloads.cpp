@@ -34,15 +34,6 @@ Workload fromModel(const std::string& name, double flops) {
   return w;
 }
 
-Workload pending(std::string name, std::string description, std::vector<ir::TensorType> inputTypes, std::string why) {
-  Workload w;
-  w.name = std::move(name);
-  w.description = std::move(description);
-  w.inputTypes = std::move(inputTypes);
-  w.skipped = std::move(why);
-  return w;
-}
-
 namespace {
 // Issue 3's MLP train step (tools::MlpTrainStep): standard-normal x and
 // class labels from a fixed seed; the model and AdamW state are made at the
@@ -99,8 +90,7 @@ const std::vector<Workload>& workloads() {
       fromModel("matmul", 2.0 * 1024 * 1024 * 1024),  // one sgemm, 1024^3: compute-bound, GFLOP/s
       fromModel("linear", 2.0 * 256 * 784 * 1024),    // the MLP's first layer, w read transposed
       fromModel("mlp", 2.0 * 256 * (784 * 1024 + 1024 * 1024 + 1024 * 10)),  // matmuls between kernels
-      // Issue 3's eager workloads. One that waits for an op still being
-      // built is pending(...) until the op lands.
+      // Issue 3's eager workloads.
       fromModel("relu_dropout"),            // relu -> dropout on f32[8192,1024]: Philox per element, one kernel
       fromModel("relu_dropout_layernorm"),  // relu -> dropout -> layer norm over rows of f32[8192,1024]
       // Issue 5's: forward and backward of the same, a bias + GELU epilogue,
