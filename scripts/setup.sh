@@ -6,6 +6,10 @@
 #   scripts/setup.sh [ninja targets...]    (default: everything)
 #
 # CI=true adds -DKILN_WERROR=ON. KILN_JOBS sets ninja's -j (default: nproc).
+# KILN_SANITIZE=address,undefined configures and builds build-asan/ instead
+# of build/: the sanitizer build of scripts/sanitize.sh, at -O1 with line
+# tables (-g1), enough for the sanitizers' stack traces and cheaper to build
+# and run than -O2 -g.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -46,16 +50,24 @@ scripts/fetch_data.sh
 werror=OFF
 if [[ -n ${CI:-} && ${CI} != false && ${CI} != 0 ]]; then werror=ON; fi
 
+build=build type=Release options=()
+if [[ -n ${KILN_SANITIZE:-} ]]; then
+  build=build-asan type=RelWithDebInfo
+  options=(-DKILN_SANITIZE="${KILN_SANITIZE}" "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG")
+fi
+
 # A build/ made by another generator cannot be reconfigured for Ninja.
-if [[ -f build/CMakeCache.txt ]] && ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' build/CMakeCache.txt; then
-  echo "setup: build/ was configured with another generator; configuring it anew"
-  rm -rf build/CMakeCache.txt build/CMakeFiles
+if [[ -f $build/CMakeCache.txt ]] && ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' "$build/CMakeCache.txt"; then
+  echo "setup: $build/ was configured with another generator; configuring it anew"
+  rm -rf "$build/CMakeCache.txt" "$build/CMakeFiles"
 fi
-# Configure when build/ is new or an option differs; otherwise ninja reruns
-# cmake by itself when a CMakeLists.txt has changed.
-if [[ ! -f build/build.ninja ]] \
-  || ! grep -qs "^KILN_WERROR:BOOL=${werror}\$" build/CMakeCache.txt \
-  || ! grep -qs '^CMAKE_BUILD_TYPE:STRING=Release$' build/CMakeCache.txt; then
-  cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=Release -DKILN_WERROR="${werror}"
+# Configure when the build folder is new or an option differs; otherwise
+# ninja reruns cmake by itself when a CMakeLists.txt has changed.
+if [[ ! -f $build/build.ninja ]] \
+  || ! grep -qs "^KILN_WERROR:BOOL=${werror}\$" "$build/CMakeCache.txt" \
+  || ! grep -qs "^KILN_SANITIZE:STRING=${KILN_SANITIZE:-}\$" "$build/CMakeCache.txt" \
+  || ! grep -qs "^CMAKE_BUILD_TYPE:STRING=${type}\$" "$build/CMakeCache.txt"; then
+  cmake -G Ninja -S . -B "$build" -DCMAKE_BUILD_TYPE="${type}" -DKILN_WERROR="${werror}" \
+    -DKILN_SANITIZE="${KILN_SANITIZE:-}" "${options[@]}"
 fi
-ninja -C build -j "${KILN_JOBS:-$(nproc)}" "$@"
+ninja -C "$build" -j "${KILN_JOBS:-$(nproc)}" "$@"

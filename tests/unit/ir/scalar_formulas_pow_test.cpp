@@ -174,7 +174,7 @@ T powi(T a, T b) {
   using U = std::make_unsigned_t<T>;
   if (b < 0) {
     if (a == 1) return 1;
-    if (a == -1) return (-b) % 2 ? -1 : 1;
+    if (a == -1) return b % 2 != 0 ? -1 : 1;  // not (-b) % 2, which overflows for b = INT_MIN
     return 0;
   }
   U result = 1, base = static_cast<U>(a);

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The sanitizer pass of CI: builds kiln and its unit and end-to-end tests
+# with AddressSanitizer and UndefinedBehaviorSanitizer into build-asan/
+# (scripts/setup.sh with KILN_SANITIZE; build/ is left alone) and runs the
+# `unit` and `e2e` labels there. An ASan or UBSan report fails its test.
+# The lit, install and fuzz labels are not run here: lit and install drive
+# the same code through irdump and an installed copy, and the fuzzer has
+# sanitizers of its own. Extra arguments go to ctest, e.g.
+#   scripts/sanitize.sh -R Chain
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+KILN_SANITIZE=address,undefined scripts/setup.sh \
+  unit_runtime unit_ir unit_passes unit_codegen unit_frontend e2e_tests disk_cache_probe train_digits
+exec ctest --test-dir build-asan --output-on-failure -j "${KILN_JOBS:-2}" -L '^(unit|e2e)$' "$@"
