@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <array>
 #include <vector>
 
@@ -26,7 +27,7 @@ std::string describeKernelStep(const LoweredKernel& lowered, const runtime::Laun
     return std::span<const int64_t>(args).subspan(at, std::min(rank, args.size() - at));
   };
   std::string line = k.isReduction()
-                         ? fmt::format("kernel {}: reduction of the last {} of rank {}, sizes [{}], {} rows", k.name,
+                         ? fmt::format("kernel {}: reduction over the last {} of {} dims, sizes [{}], {} rows", k.name,
                                        k.reduceRank, k.rank, fmt::join(row(0), ","), lowered.launch.numel)
                          : fmt::format("kernel {}: elementwise of rank {}, sizes [{}], {} elements", k.name, k.rank,
                                        fmt::join(row(0), ","), lowered.launch.numel);
@@ -42,7 +43,7 @@ std::string describeKernelStep(const LoweredKernel& lowered, const runtime::Laun
     line += fmt::format("{}{} {} {} strides [{}]", p ? "; " : "", p, role(param), dtypeName(param.dtype),
                         fmt::join(row(1 + p), ","));
     if (p < lowered.bindings.size() && lowered.bindings[p].offset != 0)
-      line += fmt::format(" offset {}", lowered.bindings[p].offset);
+      line += fmt::format(" from element {}", lowered.bindings[p].offset);
   }
   return line;
 }

@@ -1,8 +1,8 @@
 // What KILN_LOG=codegen prints (runtime/log.h): one line per step that
-// compileGraph makes, as it makes it — a kernel with its launch shape (name,
-// kind, domain sizes, elements or rows, the launch shape the target chose —
-// the thread pool's grain on the CPU, grid and block on a GPU — and each
-// parameter's role, dtype, strides and offset), or a library call with its
+// compileGraph makes, as it makes it: a kernel (name, kind, domain sizes,
+// elements or rows, the launch shape the target chose — the thread pool's
+// grain on the CPU, grid and block on a GPU — and each parameter's role,
+// dtype, strides and offset in elements), or a library call with its
 // integer arguments. Off, each call is one relaxed load.
 #pragma once
 

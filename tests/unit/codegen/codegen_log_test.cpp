@@ -67,10 +67,30 @@ TEST(CodegenLog, EachStepWithItsLaunchShape) {
                      "]\n"
                      "kiln::codegen: kernel " +
                      sum.name +
-                     ": reduction of the last 1 of rank 2, sizes [8,4], 8 rows, grain 8192, params 0 in f32 strides "
+                     ": reduction over the last 1 of 2 dims, sizes [8,4], 8 rows, grain 8192, params 0 in f32 strides "
                      "[4,1]; 1 out (per row) f32 strides [1,0]\n");
   EXPECT_EQ(fused.shape.grain, 32768);
   EXPECT_EQ(sum.shape.grain, 8192);
+}
+
+TEST(CodegenLog, ACatsCopiesSayWhereInTheResultTheyWrite) {
+  auto g = std::make_unique<ir::Graph>("joined");
+  ir::Value* x = g->addInput(f32({2, 3}), "x");
+  ir::Value* y = g->addInput(f32({4, 3}), "y");
+  g->setOutputs({g->create(Op::cat, std::vector<ir::Value*>{x, y}, {{"dim", int64_t{0}}})->output()});
+  passes::PassManager("fuse-elementwise").run(*g);
+  runtime::Executable exe;
+  const std::string err = logOf("codegen", [&] { exe = codegen::compileGraph(*g); });
+  ASSERT_EQ(exe.steps.size(), 2u);
+  // Each piece is contiguous in its input and in the result: one dim. y's
+  // copy starts 2 rows of 3 into the result.
+  EXPECT_EQ(err, "kiln::codegen: kernel " + step<runtime::KernelStep>(exe, 0).name +
+                     ": elementwise of rank 1, sizes [6], 6 elements, grain 32768, params 0 in f32 strides [1]; 1 "
+                     "out f32 strides [1]\n"
+                     "kiln::codegen: kernel " +
+                     step<runtime::KernelStep>(exe, 1).name +
+                     ": elementwise of rank 1, sizes [12], 12 elements, grain 32768, params 0 in f32 strides [1]; 1 "
+                     "out f32 strides [1] from element 6\n");
 }
 
 TEST(CodegenLog, NothingWhenOff) {
