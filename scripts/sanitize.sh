@@ -9,6 +9,5 @@
 #   scripts/sanitize.sh -R Chain
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-KILN_SANITIZE=address,undefined scripts/setup.sh \
-  unit_runtime unit_ir unit_passes unit_codegen unit_frontend e2e_tests disk_cache_probe train_digits
+KILN_SANITIZE=address,undefined scripts/setup.sh test_binaries
 exec ctest --test-dir build-asan --output-on-failure -j "${KILN_JOBS:-2}" -L '^(unit|e2e)$' "$@"
