@@ -48,6 +48,12 @@ std::string describeKernelStep(const LoweredKernel& lowered, const runtime::Laun
   return line;
 }
 
+std::string describeCopyStep(std::string_view name, size_t bytes, std::span<const int64_t> offsets) {
+  std::string line = fmt::format("copy {}: {} bytes", name, bytes);
+  if (offsets.size() == 2) line += fmt::format(", from byte {} into byte {}", offsets[0], offsets[1]);
+  return line;
+}
+
 std::string describeLibraryStep(std::string_view name, std::span<const int64_t> args) {
   return fmt::format("library call {}: args [{}]", name, fmt::join(args, ","));
 }

@@ -3,7 +3,8 @@
 // elements or rows, the launch shape the target chose — the thread pool's
 // grain on the CPU, grid and block on a GPU — and each parameter's role,
 // dtype, strides and offset in elements), or a library call with its
-// integer arguments. Off, each call is one relaxed load.
+// integer arguments, or a copy step with its size. Off, each call is one
+// relaxed load.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,15 @@ std::string describeLibraryStep(std::string_view name, std::span<const int64_t> 
 /// Logs the kernel step of `lowered`, launched with `shape`.
 inline void logKernelStep(const LoweredKernel& lowered, const runtime::LaunchShape& shape) {
   KILN_LOG_TO(codegen, "kiln::codegen: {}", describeKernelStep(lowered, shape));
+}
+/// The codegen line of a copy step (without the prefix): `bytes` from byte
+/// offsets[0] of the source to byte offsets[1] of the destination (empty:
+/// both 0).
+std::string describeCopyStep(std::string_view name, size_t bytes, std::span<const int64_t> offsets);
+
+/// Logs a copy step (a contiguous copy through the device's own copy).
+inline void logCopyStep(std::string_view name, size_t bytes, std::span<const int64_t> offsets) {
+  KILN_LOG_TO(codegen, "kiln::codegen: {}", describeCopyStep(name, bytes, offsets));
 }
 /// Logs a library call step.
 inline void logLibraryStep(std::string_view name, std::span<const int64_t> args) {

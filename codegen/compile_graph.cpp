@@ -306,6 +306,7 @@ runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::spa
           copy.offsets.push_back(b.offset * itemSize(lowered.kernel.params[0].dtype));
         }
         if (copy.offsets[0] == 0 && copy.offsets[1] == 0) copy.offsets.clear();
+        logCopyStep(copy.name, copy.bytes, copy.offsets);
         exe.steps.emplace_back(std::move(copy));
         continue;
       }

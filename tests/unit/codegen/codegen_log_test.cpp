@@ -47,7 +47,7 @@ const Step& step(const runtime::Executable& exe, size_t i) {
 TEST(CodegenLog, EachStepWithItsLaunchShape) {
   auto g = graph();
   runtime::Executable exe;
-  const std::string err = logOf("codegen", [&] { exe = codegen::compileGraph(*g); });
+  const std::string err = logOf("codegen", [&] { exe = codegen::compileGraph(*g, Device::cpu()); });
   ASSERT_EQ(exe.steps.size(), 3u);
   const auto& fused = step<runtime::KernelStep>(exe, 0);
   const auto& mm = step<runtime::LibraryStep>(exe, 1);
@@ -73,30 +73,43 @@ TEST(CodegenLog, EachStepWithItsLaunchShape) {
   EXPECT_EQ(sum.shape.grain, 8192);
 }
 
-TEST(CodegenLog, ACatsCopiesSayWhereInTheResultTheyWrite) {
+/// cat(x, y) along `dim`, fused.
+std::unique_ptr<ir::Graph> catGraph(ir::Shape x, ir::Shape y, int64_t dim) {
   auto g = std::make_unique<ir::Graph>("joined");
-  ir::Value* x = g->addInput(f32({2, 3}), "x");
-  ir::Value* y = g->addInput(f32({4, 3}), "y");
-  g->setOutputs({g->create(Op::cat, std::vector<ir::Value*>{x, y}, {{"dim", int64_t{0}}})->output()});
+  ir::Value* a = g->addInput(f32(std::move(x)), "x");
+  ir::Value* b = g->addInput(f32(std::move(y)), "y");
+  g->setOutputs({g->create(Op::cat, std::vector<ir::Value*>{a, b}, {{"dim", dim}})->output()});
   passes::PassManager("fuse-elementwise").run(*g);
+  return g;
+}
+
+TEST(CodegenLog, ACatsPiecesSayWhereInTheResultTheyWrite) {
+  // Along the inner dim: two kernels; y's piece starts 3 elements into each
+  // row of 7.
+  auto g = catGraph({2, 3}, {2, 4}, 1);
   runtime::Executable exe;
-  const std::string err = logOf("codegen", [&] { exe = codegen::compileGraph(*g); });
+  std::string err = logOf("codegen", [&] { exe = codegen::compileGraph(*g, Device::cpu()); });
   ASSERT_EQ(exe.steps.size(), 2u);
-  // Each piece is contiguous in its input and in the result: one dim. y's
-  // copy starts 2 rows of 3 into the result.
   EXPECT_EQ(err, "kiln::codegen: kernel " + step<runtime::KernelStep>(exe, 0).name +
-                     ": elementwise of rank 1, sizes [6], 6 elements, grain 32768, params 0 in f32 strides [1]; 1 "
-                     "out f32 strides [1]\n"
+                     ": elementwise of rank 2, sizes [2,3], 6 elements, grain 32768, params 0 in f32 strides [3,1]; 1 "
+                     "out f32 strides [7,1]\n"
                      "kiln::codegen: kernel " +
                      step<runtime::KernelStep>(exe, 1).name +
-                     ": elementwise of rank 1, sizes [12], 12 elements, grain 32768, params 0 in f32 strides [1]; 1 "
-                     "out f32 strides [1] from element 6\n");
+                     ": elementwise of rank 2, sizes [2,4], 8 elements, grain 32768, params 0 in f32 strides [4,1]; 1 "
+                     "out f32 strides [7,1] from element 3\n");
+  // Along the outer dim each piece is a contiguous run: two copy steps of
+  // 2x3 and 4x3 floats, y's into byte 24 of the result.
+  g = catGraph({2, 3}, {4, 3}, 0);
+  err = logOf("codegen", [&] { exe = codegen::compileGraph(*g, Device::cpu()); });
+  ASSERT_EQ(exe.steps.size(), 2u);
+  EXPECT_EQ(err, "kiln::codegen: copy " + step<runtime::CopyStep>(exe, 0).name + ": 24 bytes\nkiln::codegen: copy " +
+                     step<runtime::CopyStep>(exe, 1).name + ": 48 bytes, from byte 0 into byte 24\n");
 }
 
 TEST(CodegenLog, NothingWhenOff) {
   auto g = graph();
-  EXPECT_EQ(logOf("", [&] { codegen::compileGraph(*g); }), "");
-  EXPECT_EQ(logOf("passes,fusion,recompiles", [&] { codegen::compileGraph(*g); }), "");
+  EXPECT_EQ(logOf("", [&] { codegen::compileGraph(*g, Device::cpu()); }), "");
+  EXPECT_EQ(logOf("passes,fusion,recompiles", [&] { codegen::compileGraph(*g, Device::cpu()); }), "");
 }
 
 TEST(CacheLog, MemoryMissThenHitWithTheKernelsHash) {
@@ -108,8 +121,8 @@ TEST(CacheLog, MemoryMissThenHitWithTheKernelsHash) {
   codegen::KernelCache::instance().clear();
   runtime::Executable first, second;
   const std::string err = logOf("cache", [&] {
-    first = codegen::compileGraph(*g);
-    second = codegen::compileGraph(*g);
+    first = codegen::compileGraph(*g, Device::cpu());
+    second = codegen::compileGraph(*g, Device::cpu());
   });
   ASSERT_EQ(first.steps.size(), 1u);
   const std::string name = step<runtime::KernelStep>(first, 0).name;
@@ -121,7 +134,7 @@ TEST(CacheLog, MemoryMissThenHitWithTheKernelsHash) {
                                                      "\\): (compiled|loaded from the disk cache) in [0-9.]+ ms")))
       << memory[0];
   EXPECT_EQ(memory[1], "kiln::cache: memory hit " + name + " on cpu (key " + key + ")");
-  EXPECT_EQ(logOf("", [&] { codegen::compileGraph(*g); }), "");
+  EXPECT_EQ(logOf("", [&] { codegen::compileGraph(*g, Device::cpu()); }), "");
 }
 
 TEST(CacheLog, DiskMissStoreHitAndDamageWithTheEntrysHash) {
