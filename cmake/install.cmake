@@ -16,10 +16,12 @@ set(KILN_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/kiln)
 # Kiln's headers are C++20; users of the package get the same standard.
 target_compile_features(kiln PUBLIC cxx_std_20)
 
-# libLLVM comes from a system library directory on Debian, but NVRTC (and an
-# LLVM found elsewhere) does not: keep the directories of the libraries kiln
-# links in its installed RPATH so that the installed libkiln.so loads without
+# libLLVM comes from a system library directory on Debian, but an LLVM found
+# elsewhere does not: keep the directories of the libraries kiln links in its
+# installed RPATH so that the installed libkiln.so loads without
 # LD_LIBRARY_PATH. Directories the linker searches by default are left out.
+# (NVRTC is not linked: libkiln.so opens it at run time, trying the build's
+# toolkit directory too; Note [NVRTC is loaded at run time].)
 set_target_properties(kiln PROPERTIES
   VERSION ${PROJECT_VERSION}
   SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR}

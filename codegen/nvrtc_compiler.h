@@ -3,7 +3,8 @@
 //
 // This header never includes <nvrtc.h>; codegen/nvrtc_compiler.cpp is built
 // with or without the CUDA toolkit (KILN_HAVE_NVRTC), and without it the
-// functions below say so instead of failing to link.
+// functions below say so instead of failing to link. NVRTC itself is loaded
+// at run time, on first use (Note [NVRTC is loaded at run time]).
 //
 // The compile flags are fixed, because results equal eager ones only with
 // them (Note [Eager equals compiled] in ir/scalar_formulas.h): no FMA
@@ -11,6 +12,7 @@
 // -prec-sqrt=true) and denormals kept (-ftz=false).
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,7 +24,9 @@ struct CudaBinary {
   double compileMs = 0;     ///< wall time of the NVRTC calls
 };
 
-/// Whether this build has NVRTC (KILN_HAVE_NVRTC) and the library loads; `why` says why not.
+/// Whether this build has NVRTC (KILN_HAVE_NVRTC) and the library loads
+/// with every entry point kiln calls; `why` says why not (which files were
+/// tried and the loader's reasons, and what to install).
 bool nvrtcAvailable(std::string* why = nullptr);
 
 /// "NVRTC 13.0" (the disk cache keys on it); "NVRTC unavailable" without it.
@@ -34,5 +38,22 @@ std::string nvrtcVersion();
 /// containing the NVRTC log on failure, or saying that kiln was built without
 /// the CUDA toolkit.
 CudaBinary compileCudaToCubin(const std::string& source, const std::string& kernelName, int smArch);
+
+namespace detail {
+/// Where NVRTC is looked for, in order: $KILN_NVRTC_LIBRARY when set, the
+/// soname of the NVRTC kiln was built against, that file in the build's
+/// toolkit. Empty without the toolkit.
+std::vector<std::string> nvrtcCandidates();
+
+/// What loading NVRTC from `candidates` gives: the candidate that loaded
+/// and its version ("NVRTC 13.0"), or why none is usable. A fresh attempt
+/// each call, for tests; kiln itself loads once, from nvrtcCandidates().
+struct NvrtcLoad {
+  std::string library;
+  std::string version;
+  std::string error;
+};
+NvrtcLoad loadNvrtc(std::span<const std::string> candidates);
+}  // namespace detail
 
 }  // namespace kiln::codegen

@@ -110,6 +110,48 @@ TEST(GpuBuild, OpenCLWithoutADeviceSaysWhy) {
   EXPECT_THROW(compileOpenCL("__kernel void k() {}", "kiln_k"), Error);
 }
 
+// Note [NVRTC is loaded at run time]: where kiln looks, and what a machine
+// without NVRTC is told.
+TEST(NvrtcLoader, LooksForTheBuildsSonameThenTheToolkitsFile) {
+  SKIP_WITHOUT_NVRTC();
+  const std::vector<std::string> c = detail::nvrtcCandidates();
+  ASSERT_GE(c.size(), 2u);
+  const std::string soname = c[c.size() - 2];
+  EXPECT_EQ(soname.rfind("libnvrtc.so.", 0), 0u) << soname;
+  EXPECT_TRUE(c.back().ends_with("/" + soname)) << c.back();
+  EXPECT_EQ(c.back().front(), '/') << c.back();
+  // Each loads the same NVRTC as kiln's own (the toolkit's file by path).
+  for (const std::string& candidate : {soname, c.back()}) {
+    const detail::NvrtcLoad load = detail::loadNvrtc(std::vector<std::string>{candidate});
+    EXPECT_EQ(load.error, "") << candidate;
+    EXPECT_EQ(load.library, candidate);
+    EXPECT_EQ(load.version, nvrtcVersion());
+  }
+}
+
+TEST(NvrtcLoader, AMachineWithoutNvrtcIsToldWhatWasTriedAndWhatToInstall) {
+  const std::vector<std::string> missing = {"/nonexistent/cuda/lib64/libnvrtc.so.13"};
+  const detail::NvrtcLoad load = detail::loadNvrtc(missing);
+  EXPECT_EQ(load.library, "");
+  EXPECT_EQ(load.version, "");
+#if KILN_HAVE_NVRTC
+  EXPECT_EQ(load.error.rfind("NVRTC could not be loaded (/nonexistent/cuda/lib64/libnvrtc.so.13: ", 0), 0u)
+      << load.error;
+  EXPECT_NE(load.error.find("set KILN_NVRTC_LIBRARY to its path"), std::string::npos) << load.error;
+#else
+  EXPECT_EQ(load.error, "kiln was built without the CUDA toolkit (no NVRTC)");
+#endif
+}
+
+TEST(NvrtcLoader, ALibraryWithoutNvrtcsEntryPointsIsRefusedByName) {
+  SKIP_WITHOUT_NVRTC();
+  const std::vector<std::string> notNvrtc = {"libm.so.6"};
+  const detail::NvrtcLoad load = detail::loadNvrtc(notNvrtc);
+  EXPECT_EQ(load.error.rfind("NVRTC at libm.so.6 is unusable: libm.so.6 has no symbol nvrtcVersion", 0), 0u)
+      << load.error;
+  EXPECT_EQ(load.version, "");
+}
+
 TEST(NvrtcCompiler, VersionNamesNvrtc) {
   SKIP_WITHOUT_NVRTC();
   EXPECT_TRUE(nvrtcVersion().starts_with("NVRTC 1")) << nvrtcVersion();

@@ -1,0 +1,40 @@
+// A shared library opened at run time (dlopen), for the libraries kiln uses
+// only when a machine has them: NVRTC today; the CUDA driver, cuBLAS and
+// NVML next (DEVICE_NOTES, "CUDA through dlopen"). None of them is then a
+// needed library of libkiln.so, so kiln loads and runs its CPU and OpenCL
+// paths on a machine without them, and says why a path is unavailable
+// instead of failing to start.
+//
+// A library is opened once and never closed (its functions may be held in
+// tables for the life of the process), as PyTorch's lazy NVRTC does.
+#pragma once
+
+#include <span>
+#include <string>
+
+namespace kiln::runtime {
+
+class DynamicLibrary {
+ public:
+  /// Opens the first of `candidates` (names the dynamic loader searches
+  /// for, or paths) that loads. When none does, loaded() is false and
+  /// error() names each candidate with the loader's reason.
+  static DynamicLibrary open(std::span<const std::string> candidates);
+
+  bool loaded() const { return handle_ != nullptr; }
+  /// The candidate that loaded.
+  const std::string& name() const { return name_; }
+  /// Why no candidate loaded; empty when one did.
+  const std::string& error() const { return error_; }
+
+  /// The address of `symbol`, or nullptr with `why` saying so (the library
+  /// is not loaded, or has no such symbol).
+  void* symbol(const char* symbol, std::string* why = nullptr) const;
+
+ private:
+  void* handle_ = nullptr;
+  std::string name_;
+  std::string error_;
+};
+
+}  // namespace kiln::runtime
