@@ -1,0 +1,85 @@
+#include "runtime/cuda_driver.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+
+#include "runtime/dynamic_library.h"
+
+namespace kiln::runtime::cuda {
+namespace {
+
+// CUresult values the probe names (cuda.h; not included, to need no toolkit).
+constexpr int kSuccess = 0;
+constexpr int kInsufficientDriver = 35;
+constexpr int kStubLibrary = 34;
+constexpr int kNoDevice = 100;
+
+using InitFn = int (*)(unsigned);
+using IntOutFn = int (*)(int*);
+
+std::string initFailure(int result, const std::string& library) {
+  switch (result) {
+    case kStubLibrary:
+      return fmt::format(
+          "{} is the CUDA toolkit's stub library, not a driver (cuInit: CUDA_ERROR_STUB_LIBRARY); take the "
+          "toolkit's stubs/ folder off LD_LIBRARY_PATH and install the NVIDIA driver",
+          library);
+    case kNoDevice: return "the CUDA driver finds no GPU (cuInit: CUDA_ERROR_NO_DEVICE)";
+    case kInsufficientDriver:
+      return "the CUDA driver is older than the CUDA runtime needs (cuInit: CUDA_ERROR_INSUFFICIENT_DRIVER); update "
+             "the NVIDIA driver";
+    default: return fmt::format("cuInit failed with CUresult {}", result);
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> driverCandidates() {
+  std::vector<std::string> candidates;
+  if (const char* path = std::getenv("KILN_CUDA_DRIVER_LIBRARY"); path && *path) candidates.emplace_back(path);
+  candidates.emplace_back("libcuda.so.1");
+  return candidates;
+}
+
+DriverProbe probeDriver(std::span<const std::string> candidates) {
+  DriverProbe probe;
+  const DynamicLibrary library = DynamicLibrary::open(candidates);
+  if (!library.loaded()) {
+    probe.reason = fmt::format("no CUDA driver: {}; install the NVIDIA driver", library.error());
+    return probe;
+  }
+  probe.library = library.name();
+  std::string why;
+  auto init = reinterpret_cast<InitFn>(library.symbol("cuInit", &why));
+  auto version = init ? reinterpret_cast<IntOutFn>(library.symbol("cuDriverGetVersion", &why)) : nullptr;
+  auto count = version ? reinterpret_cast<IntOutFn>(library.symbol("cuDeviceGetCount", &why)) : nullptr;
+  if (!count) {
+    probe.reason = fmt::format("{} is not a CUDA driver: {}", library.name(), why);
+    return probe;
+  }
+  if (version(&probe.driverVersion) != kSuccess) probe.driverVersion = 0;
+  probe.initResult = init(0);
+  if (probe.initResult != kSuccess) {
+    probe.reason = initFailure(probe.initResult, library.name());
+    return probe;
+  }
+  if (const int r = count(&probe.deviceCount); r != kSuccess) {
+    probe.deviceCount = 0;
+    probe.reason = fmt::format("cuDeviceGetCount failed with CUresult {}", r);
+    return probe;
+  }
+  if (probe.deviceCount == 0) {
+    probe.reason = "the CUDA driver finds no GPU (cuDeviceGetCount: 0)";
+    return probe;
+  }
+  probe.usable = true;
+  return probe;
+}
+
+const DriverProbe& driver() {
+  static const DriverProbe probe = probeDriver(driverCandidates());
+  return probe;
+}
+
+}  // namespace kiln::runtime::cuda
