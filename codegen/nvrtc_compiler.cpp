@@ -40,6 +40,7 @@ namespace {
 struct NvrtcApi {
   std::string error;  ///< why NVRTC is unusable; empty when every entry point resolved
   std::string library;
+  std::string versionText;  ///< "NVRTC 13.0", asked once when loaded
   decltype(&::nvrtcVersion) version = nullptr;
   decltype(&::nvrtcGetErrorString) errorString = nullptr;
   decltype(&::nvrtcCreateProgram) createProgram = nullptr;
@@ -86,6 +87,8 @@ NvrtcApi loadApi(std::span<const std::string> candidates) {
   int major = 0, minor = 0;
   if (const nvrtcResult r = api.version(&major, &minor); r != NVRTC_SUCCESS)
     api.error = fmt::format("NVRTC at {}: nvrtcVersion failed: {}", library.name(), api.errorString(r));
+  else
+    api.versionText = fmt::format("NVRTC {}.{}", major, minor);
   return api;
 }
 
@@ -131,11 +134,7 @@ std::vector<std::string> nvrtcCandidates() {
 
 NvrtcLoad loadNvrtc(std::span<const std::string> candidates) {
   const NvrtcApi api = loadApi(candidates);
-  NvrtcLoad load{api.library, {}, api.error};
-  int major = 0, minor = 0;
-  if (api.error.empty() && api.version(&major, &minor) == NVRTC_SUCCESS)
-    load.version = fmt::format("NVRTC {}.{}", major, minor);
-  return load;
+  return {api.library, api.versionText, api.error};
 }
 
 }  // namespace detail
@@ -148,9 +147,7 @@ bool nvrtcAvailable(std::string* why) {
 
 std::string nvrtcVersion() {
   const NvrtcApi& api = nvrtc();
-  int major = 0, minor = 0;
-  if (!api.error.empty() || api.version(&major, &minor) != NVRTC_SUCCESS) return "NVRTC unavailable";
-  return fmt::format("NVRTC {}.{}", major, minor);
+  return api.error.empty() ? api.versionText : "NVRTC unavailable";
 }
 
 CudaBinary compileCudaToCubin(const std::string& source, const std::string& kernelName, int smArch) {
