@@ -215,15 +215,17 @@ Device Lexer::lexDevice(std::string_view type) {
   while (isNameChar(cur()) || cur() == ':') advance();
   const std::string_view name = text_.substr(begin, pos_ - begin);
   if (name == "cpu") return Device::cpu();
-  if (name == "cuda") return Device::cuda(0);
-  if (name.starts_with("cuda:")) {
-    const std::string_view digits = name.substr(5);
+  for (DeviceType t : {DeviceType::cuda, DeviceType::opencl}) {
+    const std::string_view kind = deviceTypeName(t);
+    if (name == kind) return Device(t, 0);
+    if (!name.starts_with(kind) || name.size() <= kind.size() || name[kind.size()] != ':') continue;
+    const std::string_view digits = name.substr(kind.size() + 1);
     int index = -1;
     auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
     if (!digits.empty() && isDigit(digits[0]) && ec == std::errc() && end == digits.data() + digits.size())
-      return Device::cuda(index);
+      return Device(t, index);
   }
-  error(start, fmt::format("unknown device '{}' in {}; expected cpu or cuda:N", name, type));
+  error(start, fmt::format("unknown device '{}' in {}; expected cpu, cuda:N or opencl:N", name, type));
 }
 
 }  // namespace kiln::ir

@@ -38,7 +38,9 @@ std::string unusable(Device device, const DeviceDriver** found) {
     return {};
   }
   return device.isCuda() ? "this build of kiln has no CUDA runtime yet (kernels are only generated and compiled)"
-                         : "no driver for this kind of device";
+         : device.isOpenCL() ? "this build of kiln has no OpenCL driver (it was built without the OpenCL ICD loader, "
+                               "Debian ocl-icd-opencl-dev)"
+                             : "no driver for this kind of device";
 }
 }  // namespace
 
@@ -73,6 +75,17 @@ bool isDeviceAvailable(Device device, std::string* why) {
   std::string reason = unusable(device, &driver);
   if (why) *why = reason;
   return reason.empty();
+}
+
+int deviceCount(DeviceType type) {
+  registerCpuDriver();
+  std::lock_guard lock(registry().mutex);
+  for (const DeviceDriver& d : registry().drivers) {
+    if (d.type != type) continue;
+    if (d.available && !d.available(nullptr)) return 0;
+    return d.count ? d.count() : 0;
+  }
+  return 0;
 }
 
 DeviceInterface& deviceInterface(Device device) {

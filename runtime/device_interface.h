@@ -198,6 +198,10 @@ DeviceInterface& deviceInterface(Device device);
 /// Whether `device` can be used; when not, `why` (if non-null) says why.
 bool isDeviceAvailable(Device device, std::string* why = nullptr);
 
+/// How many devices of `type` this process sees; 0 when the kind is
+/// unavailable.
+int deviceCount(DeviceType type);
+
 /// A driver's entry: how many devices of its kind there are and the
 /// interface of each, made on first use. `available` says why not when the
 /// kind cannot be used in this process.

@@ -424,11 +424,11 @@ TEST(ParserErrors, Types) {
       {"  %0 = relu(%x) : f32[-4]@cpu\n", "t.kir:2:23: negative dimension -4 in a shape"},
       {"  %0 = relu(%x) : f32[4294967296,4294967296]@cpu\n", "t.kir:2:34: shape has more than 2^63-1 elements"},
       {"  %0 = relu(%x) : f32[4]\n", "t.kir:3:1: expected '@' and a device after f32[4], found end of input"},
-      {"  %0 = relu(%x) : f32[4]@gpu\n", "t.kir:2:25: unknown device 'gpu' in f32[4]; expected cpu or cuda:N"},
-      {"  %0 = relu(%x) : f32[4]@cuda:x\n", "t.kir:2:25: unknown device 'cuda:x' in f32[4]; expected cpu or cuda:N"},
-      {"  %0 = relu(%x) : f32[4]@cuda:-1\n", "t.kir:2:25: unknown device 'cuda:' in f32[4]; expected cpu or cuda:N"},
+      {"  %0 = relu(%x) : f32[4]@gpu\n", "t.kir:2:25: unknown device 'gpu' in f32[4]; expected cpu, cuda:N or opencl:N"},
+      {"  %0 = relu(%x) : f32[4]@cuda:x\n", "t.kir:2:25: unknown device 'cuda:x' in f32[4]; expected cpu, cuda:N or opencl:N"},
+      {"  %0 = relu(%x) : f32[4]@cuda:-1\n", "t.kir:2:25: unknown device 'cuda:' in f32[4]; expected cpu, cuda:N or opencl:N"},
       {"  %0 = relu(%x) : f32[4]@cuda:99999999999\n",
-       "t.kir:2:25: unknown device 'cuda:99999999999' in f32[4]; expected cpu or cuda:N"},
+       "t.kir:2:25: unknown device 'cuda:99999999999' in f32[4]; expected cpu, cuda:N or opencl:N"},
   };
   for (const BadInput& c : cases) {
     SCOPED_TRACE(c.text);
