@@ -363,6 +363,17 @@ runtime::LaunchShape GpuLaunch::shape(int64_t numel, int64_t maxGroups) const {
   return s;
 }
 
+GpuLaunch gpuLaunchOf(const Kernel& kernel) {
+  GpuLaunch launch;
+  if (kernel.isReduction()) {
+    launch.unit = GpuLaunch::Unit::row;
+    launch.localSizeRequired = true;
+  } else {
+    launch.unit = vectorizes(kernel) ? GpuLaunch::Unit::vector4 : GpuLaunch::Unit::element;
+  }
+  return launch;
+}
+
 RenderedKernel renderGpuKernel(const Kernel& kernel, const CDialect& d) {
   checkKernel(kernel);
   for (const KernelParam& p : kernel.params)
@@ -375,14 +386,9 @@ RenderedKernel renderGpuKernel(const Kernel& kernel, const CDialect& d) {
   r.name = kernel.name;
   r.numBuffers = kernel.numParams();
   r.argWords = kernel.rank * (1 + kernel.numStrided()) + 1 + (d.offsetsInArgs() ? kernel.numParams() : 0);
-  if (kernel.isReduction()) {
-    r.launch.unit = GpuLaunch::Unit::row;
-    r.launch.localSizeRequired = true;
-    r.source = ccg::renderReduction(kernel, d, r.launch.sharedBytes);
-  } else {
-    r.launch.unit = vectorizes(kernel) ? GpuLaunch::Unit::vector4 : GpuLaunch::Unit::element;
-    r.source = ElementwiseWriter(kernel, d).render();
-  }
+  r.launch = gpuLaunchOf(kernel);
+  r.source = kernel.isReduction() ? ccg::renderReduction(kernel, d, r.launch.sharedBytes)
+                                  : ElementwiseWriter(kernel, d).render();
   return r;
 }
 

@@ -73,6 +73,10 @@ struct GpuLaunch {
   runtime::LaunchShape shape(int64_t numel, int64_t maxGroups) const;
 };
 
+/// How `kernel` is launched (what renderGpuKernel writes it for), without
+/// rendering it; the shared memory it declares is known only by rendering.
+GpuLaunch gpuLaunchOf(const Kernel& kernel);
+
 /// A kernel rendered for one dialect.
 struct RenderedKernel {
   std::string name;    ///< the entry point (Kernel::name)

@@ -4,9 +4,10 @@
 // for CUDA C. In CI the device is PoCL's CPU device (Debian
 // pocl-opencl-icd), which compiles OpenCL C 1.2.
 //
-// This header never includes <CL/cl.h>; codegen/opencl_compiler.cpp is
-// built with or without the ICD loader (KILN_HAVE_OPENCL), and without it
-// the functions below say so instead of failing to link.
+// This header never includes <CL/cl.h>: the OpenCL calls are the runtime's
+// (runtime/opencl_runtime.h), built with or without the ICD loader
+// (KILN_HAVE_OPENCL); without it the functions below say so instead of
+// failing to link.
 //
 // The build options are fixed, because results equal eager ones only with
 // them (Note [Eager equals compiled]): OpenCL C 1.2, and IEEE division and

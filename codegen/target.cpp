@@ -30,6 +30,7 @@ const Target& targetFor(Device device) {
       if (type == device.type()) return *target;
   }
   if (device.isCpu()) return cpuTarget();
+  if (device.isOpenCL()) return openclTarget();
   fail("codegen: no target for {} in this build (kernels for it are rendered but cannot be run yet)", device.str());
 }
 

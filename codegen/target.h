@@ -66,6 +66,9 @@ const Target& targetFor(Device device);
 /// The CPU's target: LLVM IR, ORC JIT, the thread pool (codegen/cpu_target.cpp).
 const Target& cpuTarget();
 
+/// The OpenCL target: OpenCL C built by the device's compiler (codegen/opencl_target.cpp).
+const Target& openclTarget();
+
 /// Makes `target` (alive for the process) the target of `type`'s devices:
 /// how a device kind's codegen plugs in (the CPU's is built in). A second
 /// registration for a kind replaces the first (tests use it to run kiln on a

@@ -25,7 +25,7 @@ class Buffer {
   size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
   /// The memory `offset` bytes in, as kernels and copies take it.
-  DevicePtr ptr(size_t offset = 0) const { return {handle_, offset}; }
+  DevicePtr ptr(size_t offset = 0) const { return {base_.handle, base_.offset + offset}; }
   /// The driver that owns the memory.
   DeviceInterface& driver() const { return *driver_; }
   /// The host address of a buffer of a host-accessible device (the CPU); an
@@ -36,7 +36,7 @@ class Buffer {
   Device device_;
   size_t bytes_;
   DeviceInterface* driver_;
-  void* handle_;
+  DevicePtr base_;
 };
 
 /// Allocates a Buffer of `bytes` on `device` through its caching allocator.

@@ -76,8 +76,10 @@ class CpuDevice final : public DeviceInterface {
   Device device() const override { return Device::cpu(); }
   const DeviceProperties& properties() const override { return props_; }
 
-  void* allocate(size_t bytes) override { return HostAllocator::instance().allocate(bytes); }
-  void free(void* handle) override { HostAllocator::instance().release(handle); }
+  DevicePtr allocate(size_t bytes, StreamHandle) override { return {HostAllocator::instance().allocate(bytes), 0}; }
+  void free(DevicePtr ptr) override { HostAllocator::instance().release(ptr.handle); }
+  // One timeline: the CPU's streams run their work when it is enqueued.
+  void recordStream(DevicePtr, StreamHandle) override {}
   AllocatorStats memoryStats() const override { return HostAllocator::instance().stats(); }
   void resetPeakMemoryStats() override { HostAllocator::instance().resetPeakStats(); }
   void emptyCache() override { HostAllocator::instance().emptyCache(); }

@@ -7,6 +7,7 @@
 
 #include "runtime/buffer.h"
 #include "runtime/error.h"
+#include "runtime/stream.h"
 
 namespace kiln::runtime {
 
@@ -62,14 +63,23 @@ void registerDeviceDriver(const DeviceDriver& driver) {
   r.open.emplace_back();
 }
 
-void registerCpuDriver();  // runtime/cpu_device.cpp
+void registerCpuDriver();     // runtime/cpu_device.cpp
+void registerOpenCLDriver();  // runtime/opencl_device.cpp
+
+namespace {
+/// The drivers built into libkiln, registered on first use of the registry.
+void registerBuiltinDrivers() {
+  registerCpuDriver();
+  registerOpenCLDriver();
+}
+}  // namespace
 
 bool isDeviceAvailable(Device device, std::string* why) {
   if (device == Device::cpu()) {  // the hot path: every eager scalar asks
     if (why) why->clear();
     return true;
   }
-  registerCpuDriver();
+  registerBuiltinDrivers();
   std::lock_guard lock(registry().mutex);
   const DeviceDriver* driver = nullptr;
   std::string reason = unusable(device, &driver);
@@ -78,7 +88,7 @@ bool isDeviceAvailable(Device device, std::string* why) {
 }
 
 int deviceCount(DeviceType type) {
-  registerCpuDriver();
+  registerBuiltinDrivers();
   std::lock_guard lock(registry().mutex);
   for (const DeviceDriver& d : registry().drivers) {
     if (d.type != type) continue;
@@ -101,7 +111,7 @@ DeviceInterface& deviceInterface(Device device) {
     }();
     return *cpu;
   }
-  registerCpuDriver();
+  registerBuiltinDrivers();
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   const DeviceDriver* driver = nullptr;
@@ -116,13 +126,16 @@ DeviceInterface& deviceInterface(Device device) {
 }
 
 Buffer::Buffer(Device device, size_t bytes)
-    : device_(device), bytes_(bytes), driver_(&deviceInterface(device)), handle_(driver_->allocate(bytes)) {}
+    : device_(device),
+      bytes_(bytes),
+      driver_(&deviceInterface(device)),
+      base_(driver_->allocate(bytes, device.isCpu() ? StreamHandle{} : currentStream(device).handle())) {}
 
-Buffer::~Buffer() { driver_->free(handle_); }
+Buffer::~Buffer() { driver_->free(base_); }
 
 void* Buffer::hostData() const {
   KILN_ASSERT(driver_->properties().hostAccessible, "host address asked of a buffer on {}", device_.str());
-  return handle_;
+  return hostAddress(base_);
 }
 
 std::shared_ptr<Buffer> allocateBuffer(Device device, size_t bytes) { return std::make_shared<Buffer>(device, bytes); }

@@ -22,6 +22,14 @@
 // Tensor::data<T>(), a user's accessor of CPU tensors, which asks the CPU
 // driver for the host address (hostAddress()).
 //
+// Note [Memory belongs to a stream]
+// As in PyTorch's caching allocator, memory is allocated for a stream (the
+// current stream of the allocating thread) and, once freed, handed out
+// again at once to work on that same stream: later work on that stream runs
+// after earlier work, so it cannot overwrite memory a pending kernel still
+// reads. Memory used on another stream must be declared with recordStream,
+// and is reused only after that stream's work has finished.
+//
 // Note [Streams order work]
 // Every copy, fill and launch is enqueued on a stream and runs after what
 // was enqueued on that stream before it; work on two streams is ordered only
@@ -82,6 +90,15 @@ struct LaunchShape {
 /// the elements [begin, end) of its flattened iteration domain.
 using CpuKernelFn = void (*)(void* const* buffers, const int64_t* args, int64_t begin, int64_t end);
 
+// Note [The GPU launch ABI]
+// A GPU kernel (codegen/kernel.h, "GPU ABI") takes its buffers, then one
+// struct of 64-bit words: the launch's `args`, then `shape.numel`, then,
+// where the image says offsetsInArgs, each buffer's DevicePtr offset in
+// elements (offset / paramElementBytes[i]). A driver builds that struct at
+// launch, so the Executable binds views at any offset without knowing the
+// device. It launches shape.grid blocks of shape.block threads, nothing
+// when the grid is empty.
+
 /// A compiled kernel as codegen hands it to a driver to load: object code
 /// in the device's format (a cubin, an OpenCL program binary or source) with
 /// the name of its entry point, or, for the CPU, a function codegen's JIT
@@ -94,6 +111,13 @@ struct KernelImage {
   std::vector<uint8_t> bytes;  ///< object code, for every format but hostFunction
   CpuKernelFn hostFn = nullptr;
   std::shared_ptr<const void> keepAlive;
+
+  /// GPU formats: the element size in bytes of each buffer parameter, and
+  /// whether the args struct ends with each buffer's offset in elements
+  /// (OpenCL, where a buffer cannot be offset on the host; Note [The GPU
+  /// launch ABI]).
+  std::vector<uint32_t> paramElementBytes;
+  bool offsetsInArgs = false;
 
   static KernelImage hostFunction(std::string name, CpuKernelFn fn, std::shared_ptr<const void> keepAlive = nullptr);
 };
@@ -142,10 +166,16 @@ class DeviceInterface {
 
   // Memory, through the device's caching allocator.
   /// At least `bytes` bytes (a zero-byte request gets a valid unique
-  /// handle); kiln::Error when the device is out of memory, saying what was
-  /// asked, allocated and reserved.
-  virtual void* allocate(size_t bytes) = 0;
-  virtual void free(void* handle) = 0;
+  /// place), for use on `stream` (Note [Memory belongs to a stream]);
+  /// kiln::Error when the device is out of memory, saying what was asked,
+  /// allocated and reserved.
+  virtual DevicePtr allocate(size_t bytes, StreamHandle stream) = 0;
+  /// Gives back what allocate() returned.
+  virtual void free(DevicePtr ptr) = 0;
+  /// The memory at `ptr` (from allocate()) is used on `stream` too: it is
+  /// not handed out again until the work enqueued there so far, at the
+  /// time it is freed, has finished (torch's Tensor.record_stream).
+  virtual void recordStream(DevicePtr ptr, StreamHandle stream) = 0;
   virtual AllocatorStats memoryStats() const = 0;
   virtual void resetPeakMemoryStats() = 0;
   virtual void emptyCache() = 0;
@@ -165,7 +195,8 @@ class DeviceInterface {
   /// Loads `image` (a format this device runs; InternalError otherwise).
   virtual std::shared_ptr<const KernelModule> loadModule(const KernelImage& image) = 0;
   /// Enqueues `kernel` over `shape` with its parameters `buffers` and
-  /// integer arguments `args` (codegen/kernel.h's layout).
+  /// integer arguments `args` (codegen/kernel.h's layout; on GPUs Note
+  /// [The GPU launch ABI]).
   virtual void launch(const KernelModule& kernel, std::span<const DevicePtr> buffers, std::span<const int64_t> args,
                       const LaunchShape& shape, StreamHandle stream) = 0;
 

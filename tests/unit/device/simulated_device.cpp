@@ -53,7 +53,7 @@ class SimDevice final : public runtime::DeviceInterface {
   const runtime::DeviceProperties& properties() const override { return props_; }
 
   // --- memory: tokens for handles, a free list reused in stream order ---
-  void* allocate(size_t bytes) override {
+  runtime::DevicePtr allocate(size_t bytes, runtime::StreamHandle) override {
     std::lock_guard lock(mutex_);
     const size_t size = std::max<size_t>(bytes, 1);
     uintptr_t token = 0;
@@ -72,15 +72,18 @@ class SimDevice final : public runtime::DeviceInterface {
     stats_.allocatedBytes += static_cast<int64_t>(size);
     stats_.peakAllocatedBytes = std::max(stats_.peakAllocatedBytes, stats_.allocatedBytes);
     stats_.numAllocations++;
-    return reinterpret_cast<void*>(token);
+    return {reinterpret_cast<void*>(token), 0};
   }
-  void free(void* handle) override {
+  void free(runtime::DevicePtr ptr) override {
     std::lock_guard lock(mutex_);
-    const auto token = reinterpret_cast<uintptr_t>(handle);
+    const auto token = reinterpret_cast<uintptr_t>(ptr.handle);
     const Block& b = blocks_.at(token);
     stats_.allocatedBytes -= static_cast<int64_t>(b.size);
     free_.emplace(b.size, token);
   }
+  // Every stream of the simulated device reuses freed blocks in its own
+  // order; the tests of recordStream are the real drivers'.
+  void recordStream(runtime::DevicePtr, runtime::StreamHandle) override {}
   runtime::AllocatorStats memoryStats() const override {
     std::lock_guard lock(mutex_);
     return stats_;

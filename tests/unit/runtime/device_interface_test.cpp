@@ -32,7 +32,7 @@ TEST(CpuDevice, PropertiesSayItsMemoryIsHostMemory) {
 
 TEST(CpuDevice, AllocationsShowInItsStatistics) {
   const AllocatorStats before = cpu().memoryStats();
-  void* h = cpu().allocate(3000);
+  DevicePtr h = cpu().allocate(3000, StreamHandle{});
   EXPECT_EQ(cpu().memoryStats().allocatedBytes - before.allocatedBytes, 3072) << "rounded to 512 B";
   cpu().free(h);
   EXPECT_EQ(cpu().memoryStats().allocatedBytes, before.allocatedBytes);

@@ -1,0 +1,371 @@
+// The OpenCL driver of the device interface (runtime/device_interface.h):
+// one device per OpenCL device of any platform (runtime/opencl_runtime.h),
+// streams as in-order command queues, events as markers, memory as cl_mem
+// buffers from the device's caching allocator, kernels as programs built
+// from the OpenCL C codegen renders (or their binaries from kiln's disk
+// cache). PoCL's CPU device runs it in CI.
+#include <fmt/format.h>
+
+#include <mutex>
+
+#include "runtime/device_interface.h"
+#include "runtime/error.h"
+#include "runtime/opencl_runtime.h"
+
+#if KILN_HAVE_OPENCL
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "runtime/log.h"
+#include "runtime/opencl_context.h"
+#endif
+
+namespace kiln::runtime {
+
+#if KILN_HAVE_OPENCL
+namespace opencl {
+namespace {
+
+/// A program's kernel on one device, with what a launch needs to build its
+/// args struct (Note [The GPU launch ABI]). clSetKernelArg is not safe on
+/// one cl_kernel from two threads, so launches of it take `mutex`.
+class OpenCLKernel final : public KernelModule {
+ public:
+  OpenCLKernel(Device device, const KernelImage& image) : KernelModule(device, image.name) {
+    paramElementBytes = image.paramElementBytes;
+    offsetsInArgs = image.offsetsInArgs;
+  }
+  ~OpenCLKernel() override {
+    if (kernel) clReleaseKernel(kernel);
+    if (program) clReleaseProgram(program);
+  }
+  cl_program program = nullptr;
+  cl_kernel kernel = nullptr;
+  std::vector<uint32_t> paramElementBytes;
+  bool offsetsInArgs = false;
+  mutable std::mutex mutex;
+};
+
+/// An event: the marker enqueued at its last record (null before).
+struct OpenCLEvent {
+  bool timing = false;
+  cl_event marker = nullptr;
+};
+
+/// Frees a staging copy of host data once the write that reads it is done.
+void CL_CALLBACK freeStaging(cl_event, cl_int, void* data) { std::free(data); }
+
+// Host data up to this size is copied to a staging block and written
+// without blocking (the caller's memory is read before the call returns, as
+// the interface promises); larger copies block.
+constexpr size_t kStagedCopy = 1 << 20;
+
+class OpenCLDevice final : public DeviceInterface {
+ public:
+  explicit OpenCLDevice(int index) : index_(index), device_(Device::opencl(index)) {
+    const DeviceInfo& info = devices()[static_cast<size_t>(index)];
+    props_.name = info.name;
+    props_.driverVersion = fmt::format("{} ({})", info.driverVersion, info.platformVersion);
+    props_.arch = info.description();
+    props_.totalMemory = info.globalMemory;
+    props_.computeUnits = info.computeUnits;
+    props_.maxThreadsPerBlock = static_cast<int>(info.maxWorkGroupSize);
+    props_.sharedMemoryPerBlock = static_cast<size_t>(info.localMemory);
+    props_.fp64 = info.fp64;
+    props_.fp16 = true;  // f16 is stored as 16 bits and converted in the kernel (codegen/c_renderer.h)
+    props_.hostAccessible = false;
+    defaultQueue_ = makeQueue();
+  }
+
+  Device device() const override { return device_; }
+  const DeviceProperties& properties() const override { return props_; }
+
+  // --- memory ---
+  DevicePtr allocate(size_t bytes, StreamHandle) override {
+    const size_t size = std::max<size_t>((bytes + 511) / 512 * 512, 512);
+    std::lock_guard lock(memoryMutex_);
+    stats_.numAllocations++;
+    cl_int status = CL_SUCCESS;
+    cl_mem mem = nullptr;
+    if (props_.totalMemory == 0 || stats_.reservedBytes + static_cast<int64_t>(size) <= props_.totalMemory)
+      mem = clCreateBuffer(context(index_), CL_MEM_READ_WRITE, size, nullptr, &status);
+    KILN_CHECK(mem, "{}: out of memory: tried to allocate {} bytes ({} rounded); {} bytes allocated, {} reserved, {} "
+               "on the device{}",
+               device_.str(), bytes, size, stats_.allocatedBytes, stats_.reservedBytes, props_.totalMemory,
+               status == CL_SUCCESS ? "" : fmt::format(" ({})", errorName(status)));
+    sizes_[mem] = size;
+    stats_.numOsAllocations++;
+    stats_.allocatedBytes += static_cast<int64_t>(size);
+    stats_.reservedBytes += static_cast<int64_t>(size);
+    stats_.peakAllocatedBytes = std::max(stats_.peakAllocatedBytes, stats_.allocatedBytes);
+    stats_.peakReservedBytes = std::max(stats_.peakReservedBytes, stats_.reservedBytes);
+    return {mem, 0};
+  }
+  void free(DevicePtr ptr) override {
+    std::lock_guard lock(memoryMutex_);
+    auto it = sizes_.find(memOf(ptr));
+    KILN_ASSERT(it != sizes_.end(), "{}: free of memory it did not allocate", device_.str());
+    stats_.allocatedBytes -= static_cast<int64_t>(it->second);
+    stats_.reservedBytes -= static_cast<int64_t>(it->second);
+    sizes_.erase(it);
+    // OpenCL keeps the buffer until the commands enqueued on it have run.
+    clReleaseMemObject(memOf(ptr));
+  }
+  void recordStream(DevicePtr, StreamHandle) override {}
+  AllocatorStats memoryStats() const override {
+    std::lock_guard lock(memoryMutex_);
+    return stats_;
+  }
+  void resetPeakMemoryStats() override {
+    std::lock_guard lock(memoryMutex_);
+    stats_.peakAllocatedBytes = stats_.allocatedBytes;
+    stats_.peakReservedBytes = stats_.reservedBytes;
+  }
+  void emptyCache() override {}
+  std::string memorySummary() const override {
+    const AllocatorStats s = memoryStats();
+    return fmt::format("{} ({}): {} bytes allocated (peak {}), {} reserved (peak {}), {} on the device",
+                       device_.str(), props_.name, s.allocatedBytes, s.peakAllocatedBytes, s.reservedBytes,
+                       s.peakReservedBytes, props_.totalMemory);
+  }
+
+  // --- copies ---
+  void copyHostToDevice(DevicePtr dst, const void* src, size_t bytes, StreamHandle stream) override {
+    if (!bytes) return;
+    cl_command_queue queue = queue_(stream);
+    if (bytes <= kStagedCopy) {
+      void* staging = std::malloc(bytes);
+      KILN_CHECK(staging, "{}: out of host memory staging a copy of {} bytes", device_.str(), bytes);
+      std::memcpy(staging, src, bytes);
+      cl_event done = nullptr;
+      const cl_int status =
+          clEnqueueWriteBuffer(queue, memOf(dst), CL_FALSE, dst.offset, bytes, staging, 0, nullptr, &done);
+      if (status != CL_SUCCESS) {
+        std::free(staging);
+        KILN_CL(status);
+      }
+      KILN_CL(clSetEventCallback(done, CL_COMPLETE, &freeStaging, staging));
+      clReleaseEvent(done);
+      return;
+    }
+    KILN_CL(clEnqueueWriteBuffer(queue, memOf(dst), CL_TRUE, dst.offset, bytes, src, 0, nullptr, nullptr));
+  }
+  void copyDeviceToHost(void* dst, DevicePtr src, size_t bytes, StreamHandle stream) override {
+    if (!bytes) return;
+    KILN_CL(clEnqueueReadBuffer(queue_(stream), memOf(src), CL_TRUE, src.offset, bytes, dst, 0, nullptr, nullptr));
+  }
+  void copyDeviceToDevice(DevicePtr dst, DevicePtr src, size_t bytes, StreamHandle stream) override {
+    if (!bytes) return;
+    KILN_CL(clEnqueueCopyBuffer(queue_(stream), memOf(src), memOf(dst), src.offset, dst.offset, bytes, 0, nullptr,
+                                nullptr));
+  }
+  void fill(DevicePtr dst, size_t bytes, const void* pattern, size_t patternBytes, StreamHandle stream) override {
+    KILN_ASSERT(patternBytes == 1 || patternBytes == 2 || patternBytes == 4 || patternBytes == 8,
+                "fill with a pattern of {} bytes", patternBytes);
+    KILN_ASSERT(bytes % patternBytes == 0 && dst.offset % patternBytes == 0,
+                "fill of {} bytes at {} with a pattern of {}", bytes, dst.offset, patternBytes);
+    if (!bytes) return;
+    KILN_CL(
+        clEnqueueFillBuffer(queue_(stream), memOf(dst), pattern, patternBytes, dst.offset, bytes, 0, nullptr, nullptr));
+  }
+
+  // --- kernels ---
+  std::shared_ptr<const KernelModule> loadModule(const KernelImage& image) override {
+    auto module = std::make_shared<OpenCLKernel>(device_, image);
+    cl_device_id id = deviceId(index_);
+    cl_int status = CL_SUCCESS;
+    if (image.format == KernelImage::Format::openclBinary) {
+      const unsigned char* data = image.bytes.data();
+      const size_t size = image.bytes.size();
+      cl_int binaryStatus = CL_SUCCESS;
+      module->program = clCreateProgramWithBinary(context(index_), 1, &id, &size, &data, &binaryStatus, &status);
+      KILN_CHECK(status == CL_SUCCESS && binaryStatus == CL_SUCCESS,
+                 "{}: kernel {}: the program binary does not load ({}, {})", device_.str(), image.name,
+                 errorName(status), errorName(binaryStatus));
+    } else {
+      KILN_ASSERT(image.format == KernelImage::Format::openclSource, "{} runs OpenCL programs, not kernel {}",
+                  device_.str(), image.name);
+      const char* text = reinterpret_cast<const char*>(image.bytes.data());
+      const size_t length = image.bytes.size();
+      module->program = clCreateProgramWithSource(context(index_), 1, &text, &length, &status);
+      KILN_CL(status);
+    }
+    status = clBuildProgram(module->program, 1, &id, kBuildOptions, nullptr, nullptr);
+    KILN_CHECK(status == CL_SUCCESS, "{}: kernel {}: clBuildProgram failed: {}", device_.str(), image.name,
+               errorName(status));
+    module->kernel = clCreateKernel(module->program, image.name.c_str(), &status);
+    KILN_CHECK(status == CL_SUCCESS, "{}: the program has no kernel {} ({})", device_.str(), image.name,
+               errorName(status));
+    return module;
+  }
+
+  void launch(const KernelModule& kernel, std::span<const DevicePtr> buffers, std::span<const int64_t> args,
+              const LaunchShape& shape, StreamHandle stream) override {
+    KILN_ASSERT(kernel.device() == device_, "{} launch of kernel {} loaded on {}", device_.str(), kernel.name(),
+                kernel.device().str());
+    const auto& k = static_cast<const OpenCLKernel&>(kernel);
+    KILN_ASSERT(buffers.size() == k.paramElementBytes.size(), "kernel {}: {} buffers for {} parameters", k.name(),
+                buffers.size(), k.paramElementBytes.size());
+    const size_t local = static_cast<size_t>(shape.block[0]);
+    const size_t global = static_cast<size_t>(shape.grid[0]) * local;
+    if (global == 0) return;  // OpenCL rejects an empty range
+    std::vector<int64_t> words(args.begin(), args.end());
+    words.push_back(shape.numel);
+    if (k.offsetsInArgs) {
+      for (size_t i = 0; i < buffers.size(); ++i) {
+        const size_t size = std::max<uint32_t>(k.paramElementBytes[i], 1);
+        KILN_ASSERT(buffers[i].offset % size == 0, "kernel {}: buffer {} at byte {}, not a whole element of {} bytes",
+                    k.name(), i, buffers[i].offset, size);
+        words.push_back(static_cast<int64_t>(buffers[i].offset / size));
+      }
+    } else {
+      for (const DevicePtr& b : buffers)
+        KILN_ASSERT(b.offset == 0, "kernel {}: OpenCL buffers are offset in the kernel", k.name());
+    }
+    std::lock_guard lock(k.mutex);
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      cl_mem mem = memOf(buffers[i]);
+      KILN_CL(clSetKernelArg(k.kernel, static_cast<cl_uint>(i), sizeof(cl_mem), &mem));
+    }
+    KILN_CL(clSetKernelArg(k.kernel, static_cast<cl_uint>(buffers.size()), words.size() * sizeof(int64_t),
+                           words.data()));
+    KILN_CL(clEnqueueNDRangeKernel(queue_(stream), k.kernel, 1, nullptr, &global, &local, 0, nullptr, nullptr));
+  }
+
+  // --- streams and events ---
+  StreamHandle createStream() override { return {makeQueue()}; }
+  void destroyStream(StreamHandle stream) override {
+    auto queue = static_cast<cl_command_queue>(stream.native);
+    {
+      std::lock_guard lock(queueMutex_);
+      queues_.erase(queue);
+    }
+    clReleaseCommandQueue(queue);  // its commands still run
+  }
+  bool queryStream(StreamHandle stream) override {
+    cl_event marker = nullptr;
+    KILN_CL(clEnqueueMarkerWithWaitList(queue_(stream), 0, nullptr, &marker));
+    clFlush(queue_(stream));
+    const bool done = complete(marker);
+    clReleaseEvent(marker);
+    return done;
+  }
+  void synchronizeStream(StreamHandle stream) override { KILN_CL(clFinish(queue_(stream))); }
+
+  EventHandle createEvent(bool timing) override { return {new OpenCLEvent{timing, nullptr}}; }
+  void destroyEvent(EventHandle event) override {
+    auto* e = static_cast<OpenCLEvent*>(event.native);
+    if (e->marker) clReleaseEvent(e->marker);
+    delete e;
+  }
+  void recordEvent(EventHandle event, StreamHandle stream) override {
+    auto* e = static_cast<OpenCLEvent*>(event.native);
+    cl_event marker = nullptr;
+    KILN_CL(clEnqueueMarkerWithWaitList(queue_(stream), 0, nullptr, &marker));
+    clFlush(queue_(stream));
+    if (e->marker) clReleaseEvent(e->marker);
+    e->marker = marker;
+  }
+  void waitEvent(StreamHandle stream, EventHandle event) override {
+    auto* e = static_cast<OpenCLEvent*>(event.native);
+    if (!e->marker) return;  // never recorded: complete
+    KILN_CL(clEnqueueBarrierWithWaitList(queue_(stream), 1, &e->marker, nullptr));
+  }
+  bool queryEvent(EventHandle event) override {
+    auto* e = static_cast<OpenCLEvent*>(event.native);
+    return !e->marker || complete(e->marker);
+  }
+  void synchronizeEvent(EventHandle event) override {
+    auto* e = static_cast<OpenCLEvent*>(event.native);
+    if (e->marker) KILN_CL(clWaitForEvents(1, &e->marker));
+  }
+  double elapsedMs(EventHandle start, EventHandle end) override {
+    auto* a = static_cast<OpenCLEvent*>(start.native);
+    auto* b = static_cast<OpenCLEvent*>(end.native);
+    KILN_CHECK(a->timing && b->timing, "{}: elapsed time of events made without timing", device_.str());
+    KILN_CHECK(a->marker && b->marker, "{}: elapsed time of an event never recorded", device_.str());
+    KILN_CHECK(complete(a->marker) && complete(b->marker), "{}: elapsed time of events not yet complete",
+               device_.str());
+    cl_ulong t0 = 0, t1 = 0;
+    KILN_CL(clGetEventProfilingInfo(a->marker, CL_PROFILING_COMMAND_END, sizeof t0, &t0, nullptr));
+    KILN_CL(clGetEventProfilingInfo(b->marker, CL_PROFILING_COMMAND_END, sizeof t1, &t1, nullptr));
+    return (static_cast<double>(t1) - static_cast<double>(t0)) / 1e6;
+  }
+  void synchronize() override {
+    std::vector<cl_command_queue> all;
+    {
+      std::lock_guard lock(queueMutex_);
+      all.assign(queues_.begin(), queues_.end());
+      for (cl_command_queue q : all) clRetainCommandQueue(q);
+    }
+    for (cl_command_queue q : all) {
+      const cl_int status = clFinish(q);
+      clReleaseCommandQueue(q);
+      KILN_CL(status);
+    }
+  }
+
+  cl_command_queue queueFor(StreamHandle stream) const { return queue_(stream); }
+
+ private:
+  cl_command_queue queue_(StreamHandle stream) const {
+    return stream.native ? static_cast<cl_command_queue>(stream.native) : defaultQueue_;
+  }
+  cl_command_queue makeQueue() {
+    cl_queue_properties props[] = {CL_QUEUE_PROPERTIES, CL_QUEUE_PROFILING_ENABLE, 0};
+    cl_int status = CL_SUCCESS;
+    cl_command_queue queue = clCreateCommandQueueWithProperties(context(index_), deviceId(index_), props, &status);
+    KILN_CHECK(status == CL_SUCCESS, "{}: cannot create a command queue: {}", device_.str(), errorName(status));
+    std::lock_guard lock(queueMutex_);
+    queues_.insert(queue);
+    return queue;
+  }
+  static bool complete(cl_event event) {
+    cl_int state = CL_QUEUED;
+    KILN_CL(clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, nullptr));
+    KILN_CHECK(state >= 0, "opencl: a command failed on the device ({})", errorName(state));
+    return state == CL_COMPLETE;
+  }
+
+  int index_;
+  Device device_;
+  DeviceProperties props_;
+  cl_command_queue defaultQueue_ = nullptr;
+  mutable std::mutex queueMutex_;
+  std::set<cl_command_queue> queues_;
+  mutable std::mutex memoryMutex_;
+  std::map<cl_mem, size_t> sizes_;
+  AllocatorStats stats_;
+};
+
+}  // namespace
+
+cl_command_queue queueOf(int index, StreamHandle stream) {
+  return static_cast<OpenCLDevice&>(deviceInterface(Device::opencl(index))).queueFor(stream);
+}
+
+}  // namespace opencl
+#endif  // KILN_HAVE_OPENCL
+
+void registerOpenCLDriver() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    DeviceDriver driver{DeviceType::opencl, "opencl", nullptr, nullptr, nullptr};
+    driver.count = [] { return static_cast<int>(opencl::devices().size()); };
+    driver.available = [](std::string* why) { return opencl::available(why); };
+#if KILN_HAVE_OPENCL
+    driver.open = [](int index) -> std::unique_ptr<DeviceInterface> {
+      return std::make_unique<opencl::OpenCLDevice>(index);
+    };
+#else
+    driver.open = [](int) -> std::unique_ptr<DeviceInterface> { return nullptr; };
+#endif
+    registerDeviceDriver(driver);
+  });
+}
+
+}  // namespace kiln::runtime
