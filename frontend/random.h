@@ -59,16 +59,16 @@ void manualSeed(uint64_t seed);
 /// cos and rounded once (Note [Random fills]; docs/ops.md, "Random fills").
 /// randn runs eagerly even inside kiln::compile: its result is captured as
 /// a constant input of the program.
-Tensor randn(const Shape& shape, Generator& generator = defaultGenerator(), Device device = Device::cpu(),
+Tensor randn(const Shape& shape, Generator& generator = defaultGenerator(), Device device = defaultDevice(),
              DType dtype = DType::f32);
-Tensor randn(const Shape& shape, DType dtype, Generator& generator = defaultGenerator(), Device device = Device::cpu());
+Tensor randn(const Shape& shape, DType dtype, Generator& generator = defaultGenerator(), Device device = defaultDevice());
 /// Uniform samples in [0, 1) of `dtype`, drawn as randn draws: element i is
 /// the top bits of word 0 of its Philox block, as many as the dtype holds
 /// (f32: (w >> 8) 2^-24, a multiple of 2^-24 as torch.rand's f32 values;
 /// f16 11 bits, bf16 8; f64 53 bits of words 0 and 1), so every value is
 /// exact and below 1.
-Tensor rand(const Shape& shape, Generator& generator = defaultGenerator(), Device device = Device::cpu(),
+Tensor rand(const Shape& shape, Generator& generator = defaultGenerator(), Device device = defaultDevice(),
             DType dtype = DType::f32);
-Tensor rand(const Shape& shape, DType dtype, Generator& generator = defaultGenerator(), Device device = Device::cpu());
+Tensor rand(const Shape& shape, DType dtype, Generator& generator = defaultGenerator(), Device device = defaultDevice());
 
 }  // namespace kiln

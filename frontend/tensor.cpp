@@ -9,6 +9,7 @@
 #include "runtime/device_interface.h"
 #include "runtime/error.h"
 #include "runtime/numeric.h"
+#include "runtime/pinned_memory.h"
 #include "runtime/stream.h"
 
 namespace kiln {
@@ -26,6 +27,12 @@ void checkDevice(const char* op, Device device) {
 
 Tensor allocate(ir::TensorType type) {
   auto storage = runtime::allocateBuffer(type.device, static_cast<size_t>(type.numel() * itemSize(type.dtype)));
+  return detail::contiguousTensor(std::move(type), std::move(storage));
+}
+
+/// A contiguous CPU tensor in pinned host memory.
+Tensor pinnedTensor(ir::TensorType type) {
+  auto storage = runtime::allocatePinnedBuffer(static_cast<size_t>(type.numel() * itemSize(type.dtype)));
   return detail::contiguousTensor(std::move(type), std::move(storage));
 }
 
@@ -114,31 +121,76 @@ Tensor Tensor::to(DType dtype) const {
   return detail::dispatch(ir::Op::cast, {*this}, {{"dtype", dtype}});
 }
 
-Tensor Tensor::to(Device target) const {
+Tensor Tensor::to(Device target, bool nonBlocking) const {
   KILN_CHECK(defined(), "to: use of an undefined tensor");
   if (device() == target) return *this;
   KILN_CHECK(!isTraced(), "to: moving {} to {} while tracing (kiln::compile) is not supported yet", str(),
              target.str());
   checkDevice("to", target);
   const Tensor source = isContiguous() ? *this : detail::eagerCopy(*this);
-  Tensor moved = allocate({dtype(), shape(), target});
   const size_t bytes = static_cast<size_t>(numel() * itemSize(dtype()));
   const runtime::Buffer& from = *source.impl()->storage;
-  const runtime::Buffer& to = *moved.impl()->storage;
   const auto fromPtr = from.ptr(static_cast<size_t>(source.storageOffset() * itemSize(dtype())));
+  const bool toHost = target.isCpu();
+  Tensor moved = toHost && nonBlocking ? pinnedTensor({dtype(), shape(), target}) : allocate({dtype(), shape(), target});
+  const runtime::Buffer& to = *moved.impl()->storage;
+  const runtime::StreamHandle fromStream = currentStream(device()).handle();
+  const runtime::StreamHandle toStream = currentStream(target).handle();
   if (&from.driver() == &to.driver()) {
-    to.driver().copyDeviceToDevice(to.ptr(), fromPtr, bytes, currentStream(target).handle());
+    to.driver().copyDeviceToDevice(to.ptr(), fromPtr, bytes, toStream);
+  } else if (device().isCpu()) {
+    // Note [Pinned memory]: only pinned memory is read after the call returns.
+    const void* host = runtime::hostAddress(fromPtr);
+    if (nonBlocking && from.pinned()) {
+      to.driver().copyHostToDeviceAsync(to.ptr(), host, bytes, toStream);
+      runtime::PinnedAllocator::instance().recordUse(host, target, toStream);
+    } else {
+      to.driver().copyHostToDevice(to.ptr(), host, bytes, toStream);
+    }
+  } else if (toHost) {
+    void* host = to.hostData();
+    if (nonBlocking) {
+      from.driver().copyDeviceToHostAsync(host, fromPtr, bytes, fromStream);
+      runtime::PinnedAllocator::instance().recordUse(host, device(), fromStream);
+    } else {
+      from.driver().copyDeviceToHost(host, fromPtr, bytes, fromStream);
+    }
   } else {
     // Between two drivers by way of the host: the read waits for the
     // source's stream; the write is ordered on the target's.
     std::vector<unsigned char> host(bytes);
-    from.driver().copyDeviceToHost(host.data(), fromPtr, bytes, currentStream(device()).handle());
-    to.driver().copyHostToDevice(to.ptr(), host.data(), bytes, currentStream(target).handle());
+    from.driver().copyDeviceToHost(host.data(), fromPtr, bytes, fromStream);
+    to.driver().copyHostToDevice(to.ptr(), host.data(), bytes, toStream);
   }
   const Device back = device();
   autograd::attach("ToCopyBackward", std::span<const Tensor>(this, 1), std::span<const Tensor>(&moved, 1),
                    [back](const std::vector<Tensor>& grads) { return std::vector<Tensor>{grads.at(0).to(back)}; });
   return moved;
+}
+
+Tensor Tensor::pinMemory() const {
+  KILN_CHECK(defined(), "pinMemory: use of an undefined tensor");
+  KILN_CHECK(device().isCpu(), "pinMemory: {} is on {}; only CPU tensors can be pinned", str(), device().str());
+  KILN_CHECK(!isTraced(), "pinMemory: {} is traced (kiln::compile)", str());
+  if (isPinned()) return *this;
+  const Tensor source = isContiguous() ? *this : detail::eagerCopy(*this);
+  Tensor pinned = pinnedTensor(type());
+  const size_t bytes = static_cast<size_t>(numel() * itemSize(dtype()));
+  if (bytes)
+    std::memcpy(pinned.impl()->storage->hostData(),
+                static_cast<const char*>(source.impl()->storage->hostData()) + source.storageOffset() * itemSize(dtype()),
+                bytes);
+  return pinned;
+}
+
+bool Tensor::isPinned() const { return defined() && impl_->storage && impl_->storage->pinned(); }
+
+void Tensor::recordStream(const Stream& stream) const {
+  KILN_CHECK(defined() && impl_->storage, "recordStream: use of an undefined tensor");
+  KILN_CHECK(stream.device() == device(), "recordStream: {} is on {}, the stream on {}", str(), device().str(),
+             stream.device().str());
+  const runtime::Buffer& b = *impl_->storage;
+  b.driver().recordStream(b.ptr(), stream.handle());
 }
 
 // Note [Fills are kernels]

@@ -34,6 +34,8 @@
 
 namespace kiln {
 
+class Stream;
+
 using ir::Shape;
 
 namespace detail {
@@ -159,7 +161,23 @@ class Tensor {
   /// This tensor on `device` (a contiguous copy through the two devices'
   /// drivers, by way of the host between two kinds of device); the tensor
   /// itself when it is there already. Gradients flow back to this device.
-  Tensor to(Device device) const;
+  /// The copy is enqueued on the current streams of the two devices. With
+  /// `nonBlocking`, a copy from pinned host memory (pinMemory()) returns at
+  /// once, ordered on the device's stream, and a copy to the CPU lands in
+  /// pinned memory and returns at once (synchronize the stream before
+  /// reading it on the host, as in PyTorch); a copy from pageable memory is
+  /// synchronous either way (Note [Pinned memory] in runtime/pinned_memory.h).
+  Tensor to(Device device, bool nonBlocking = false) const;
+  /// A copy of this CPU tensor in pinned host memory (itself when it is
+  /// pinned already), the source of asynchronous copies to a device.
+  Tensor pinMemory() const;
+  /// Whether the tensor's memory is pinned host memory.
+  bool isPinned() const;
+  /// The tensor's memory is used by work enqueued on `stream` too (a stream
+  /// other than the one it was allocated on): the caching allocator does
+  /// not hand it out again until that work has finished
+  /// (torch.Tensor.record_stream; Note [Memory belongs to a stream]).
+  void recordStream(const Stream& stream) const;
   /// to(Device::cpu()).
   Tensor cpu() const { return to(Device::cpu()); }
 
@@ -236,17 +254,17 @@ class Tensor {
 };
 
 /// A tensor of `shape` filled with `value`.
-Tensor full(const Shape& shape, double value, DType dtype = DType::f32, Device device = Device::cpu());
-Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
-Tensor ones(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
+Tensor full(const Shape& shape, double value, DType dtype = DType::f32, Device device = defaultDevice());
+Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = defaultDevice());
+Tensor ones(const Shape& shape, DType dtype = DType::f32, Device device = defaultDevice());
 /// [start, start + step, ...) up to `end`, exclusive, as in torch.arange;
 /// element i is start + i * step computed in f64, then converted to `dtype`.
-Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::f32, Device device = Device::cpu());
+Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::f32, Device device = defaultDevice());
 Tensor arange(double end, DType dtype = DType::f32);
 /// A tensor of `shape` holding `values` (row-major); sizes must match.
-Tensor fromVector(const std::vector<float>& values, const Shape& shape, Device device = Device::cpu());
+Tensor fromVector(const std::vector<float>& values, const Shape& shape, Device device = defaultDevice());
 /// A 1-d tensor holding `values`.
-Tensor fromVector(const std::vector<float>& values, Device device = Device::cpu());
+Tensor fromVector(const std::vector<float>& values, Device device = defaultDevice());
 
 /// The inputs joined along `dim`, as torch.cat: all of one rank, equal
 /// sizes in the other dimensions, dtypes promoted as add promotes them.
@@ -276,7 +294,7 @@ void copyInto(const Tensor& dst, const Tensor& src);
 /// list of numbers makes an f32 tensor, through the overload above.)
 template <typename T>
 requires(isElementType<T> && !std::is_same_v<T, float>) Tensor
-    fromVector(const std::vector<T>& values, const Shape& shape, Device device = Device::cpu()) {
+    fromVector(const std::vector<T>& values, const Shape& shape, Device device = defaultDevice()) {
   if constexpr (std::is_same_v<T, bool>) {
     std::vector<uint8_t> bytes(values.begin(), values.end());  // vector<bool> packs bits
     return detail::fromElements(bytes.data(), static_cast<int64_t>(values.size()), DType::boolean, shape, device);
@@ -286,7 +304,7 @@ requires(isElementType<T> && !std::is_same_v<T, float>) Tensor
 }
 template <typename T>
 requires(isElementType<T> && !std::is_same_v<T, float>) Tensor
-    fromVector(const std::vector<T>& values, Device device = Device::cpu()) {
+    fromVector(const std::vector<T>& values, Device device = defaultDevice()) {
   return fromVector(values, {static_cast<int64_t>(values.size())}, device);
 }
 

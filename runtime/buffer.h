@@ -18,6 +18,9 @@ class Buffer {
   /// Allocates `bytes` bytes on `device`; kiln::Error when the device
   /// cannot be used or is out of memory.
   Buffer(Device device, size_t bytes);
+  /// Pinned host memory for the CPU (runtime/pinned_memory.h).
+  struct Pinned {};
+  Buffer(Pinned, size_t bytes);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -31,15 +34,20 @@ class Buffer {
   /// The host address of a buffer of a host-accessible device (the CPU); an
   /// InternalError for any other.
   void* hostData() const;
+  /// Whether this is pinned host memory (Note [Pinned memory]).
+  bool pinned() const { return pinned_; }
 
  private:
   Device device_;
   size_t bytes_;
   DeviceInterface* driver_;
   DevicePtr base_;
+  bool pinned_ = false;
 };
 
 /// Allocates a Buffer of `bytes` on `device` through its caching allocator.
 std::shared_ptr<Buffer> allocateBuffer(Device device, size_t bytes);
+/// Allocates a Buffer of `bytes` of pinned host memory (on the CPU).
+std::shared_ptr<Buffer> allocatePinnedBuffer(size_t bytes);
 
 }  // namespace kiln::runtime

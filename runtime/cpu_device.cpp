@@ -91,6 +91,12 @@ class CpuDevice final : public DeviceInterface {
   void copyDeviceToHost(void* dst, DevicePtr src, size_t bytes, StreamHandle) override {
     if (bytes) std::memcpy(dst, hostAddress(src), bytes);
   }
+  void copyHostToDeviceAsync(DevicePtr dst, const void* src, size_t bytes, StreamHandle stream) override {
+    copyHostToDevice(dst, src, bytes, stream);
+  }
+  void copyDeviceToHostAsync(void* dst, DevicePtr src, size_t bytes, StreamHandle stream) override {
+    copyDeviceToHost(dst, src, bytes, stream);
+  }
   void copyDeviceToDevice(DevicePtr dst, DevicePtr src, size_t bytes, StreamHandle) override {
     if (bytes) parallelCopy(hostAddress(dst), hostAddress(src), bytes);
   }

@@ -56,6 +56,22 @@ std::vector<Device> devices() {
   return all;
 }
 
+namespace {
+thread_local Device tDefaultDevice = Device::cpu();
+}
+
+Device defaultDevice() { return tDefaultDevice; }
+
+void setDefaultDevice(Device device) {
+  std::string why;
+  KILN_CHECK(runtime::isDeviceAvailable(device, &why), "setDefaultDevice: {} cannot be used: {}", device.str(), why);
+  tDefaultDevice = device;
+}
+
+DeviceGuard::DeviceGuard(Device device) : previous_(tDefaultDevice) { setDefaultDevice(device); }
+
+DeviceGuard::~DeviceGuard() { tDefaultDevice = previous_; }
+
 Device Device::best() {
   if (cudaAvailable()) return cuda(0);
   if (isAvailable(DeviceType::opencl)) return opencl(0);

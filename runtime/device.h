@@ -65,4 +65,25 @@ int deviceCount(DeviceType type);
 /// Every usable device: the CPU, then each OpenCL and CUDA device.
 std::vector<Device> devices();
 
+/// The device factories (zeros, fromVector, randn, ...) make tensors on when
+/// none is given, and so nn modules' parameters: the calling thread's, the
+/// CPU until set (torch.set_default_device).
+Device defaultDevice();
+/// Sets the calling thread's default device; kiln::Error saying why when
+/// the device cannot be used.
+void setDefaultDevice(Device device);
+
+/// Sets the calling thread's default device for a scope and restores the
+/// previous one at its end (`with torch.device(...)`).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(Device device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  Device previous_;
+};
+
 }  // namespace kiln

@@ -7,6 +7,7 @@
 
 #include "runtime/buffer.h"
 #include "runtime/error.h"
+#include "runtime/pinned_memory.h"
 #include "runtime/stream.h"
 
 namespace kiln::runtime {
@@ -131,7 +132,19 @@ Buffer::Buffer(Device device, size_t bytes)
       driver_(&deviceInterface(device)),
       base_(driver_->allocate(bytes, device.isCpu() ? StreamHandle{} : currentStream(device).handle())) {}
 
-Buffer::~Buffer() { driver_->free(base_); }
+Buffer::Buffer(Pinned, size_t bytes)
+    : device_(Device::cpu()),
+      bytes_(bytes),
+      driver_(&deviceInterface(Device::cpu())),
+      base_{PinnedAllocator::instance().allocate(bytes), 0},
+      pinned_(true) {}
+
+Buffer::~Buffer() {
+  if (pinned_)
+    PinnedAllocator::instance().release(base_.handle);
+  else
+    driver_->free(base_);
+}
 
 void* Buffer::hostData() const {
   KILN_ASSERT(driver_->properties().hostAccessible, "host address asked of a buffer on {}", device_.str());
@@ -139,5 +152,7 @@ void* Buffer::hostData() const {
 }
 
 std::shared_ptr<Buffer> allocateBuffer(Device device, size_t bytes) { return std::make_shared<Buffer>(device, bytes); }
+
+std::shared_ptr<Buffer> allocatePinnedBuffer(size_t bytes) { return std::make_shared<Buffer>(Buffer::Pinned{}, bytes); }
 
 }  // namespace kiln::runtime

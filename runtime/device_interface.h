@@ -187,6 +187,12 @@ class DeviceInterface {
   virtual void copyHostToDevice(DevicePtr dst, const void* src, size_t bytes, StreamHandle stream) = 0;
   virtual void copyDeviceToHost(void* dst, DevicePtr src, size_t bytes, StreamHandle stream) = 0;
   virtual void copyDeviceToDevice(DevicePtr dst, DevicePtr src, size_t bytes, StreamHandle stream) = 0;
+  /// Copies ordered on `stream` that return at once (Note [Pinned memory]):
+  /// the host memory is pinned (runtime/pinned_memory.h), and the caller
+  /// keeps it alive and unchanged (or unread, from the host) until an event
+  /// recorded after the copy has completed.
+  virtual void copyHostToDeviceAsync(DevicePtr dst, const void* src, size_t bytes, StreamHandle stream) = 0;
+  virtual void copyDeviceToHostAsync(void* dst, DevicePtr src, size_t bytes, StreamHandle stream) = 0;
   /// Fills `bytes` bytes at `dst` with copies of the `patternBytes`-byte
   /// `pattern` (1, 2, 4 or 8 bytes; `bytes` a multiple of it).
   virtual void fill(DevicePtr dst, size_t bytes, const void* pattern, size_t patternBytes, StreamHandle stream) = 0;

@@ -158,6 +158,16 @@ class OpenCLDevice final : public DeviceInterface {
     if (!bytes) return;
     KILN_CL(clEnqueueReadBuffer(queue_(stream), memOf(src), CL_TRUE, src.offset, bytes, dst, 0, nullptr, nullptr));
   }
+  void copyHostToDeviceAsync(DevicePtr dst, const void* src, size_t bytes, StreamHandle stream) override {
+    if (!bytes) return;
+    KILN_CL(clEnqueueWriteBuffer(queue_(stream), memOf(dst), CL_FALSE, dst.offset, bytes, src, 0, nullptr, nullptr));
+    clFlush(queue_(stream));
+  }
+  void copyDeviceToHostAsync(void* dst, DevicePtr src, size_t bytes, StreamHandle stream) override {
+    if (!bytes) return;
+    KILN_CL(clEnqueueReadBuffer(queue_(stream), memOf(src), CL_FALSE, src.offset, bytes, dst, 0, nullptr, nullptr));
+    clFlush(queue_(stream));
+  }
   void copyDeviceToDevice(DevicePtr dst, DevicePtr src, size_t bytes, StreamHandle stream) override {
     if (!bytes) return;
     KILN_CL(clEnqueueCopyBuffer(queue_(stream), memOf(src), memOf(dst), src.offset, dst.offset, bytes, 0, nullptr,

@@ -119,6 +119,18 @@ class SimDevice final : public runtime::DeviceInterface {
     std::memcpy(dst, from, bytes);
     count(&SimulatedDeviceCounters::deviceToHost);
   }
+  // Asynchronous copies read or write the host memory only when the stream
+  // runs, as a DMA engine would.
+  void copyHostToDeviceAsync(DevicePtr dst, const void* src, size_t bytes, StreamHandle s) override {
+    unsigned char* d = resolve(dst, bytes);
+    enqueue(s, [d, src, bytes] { std::memcpy(d, src, bytes); });
+    count(&SimulatedDeviceCounters::hostToDevice);
+  }
+  void copyDeviceToHostAsync(void* dst, DevicePtr src, size_t bytes, StreamHandle s) override {
+    const unsigned char* from = resolve(src, bytes);
+    enqueue(s, [dst, from, bytes] { std::memcpy(dst, from, bytes); });
+    count(&SimulatedDeviceCounters::deviceToHost);
+  }
   void copyDeviceToDevice(DevicePtr dst, DevicePtr src, size_t bytes, StreamHandle s) override {
     unsigned char* d = resolve(dst, bytes);
     const unsigned char* from = resolve(src, bytes);
