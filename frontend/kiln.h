@@ -21,6 +21,7 @@
 #include "frontend/tensor.h"
 #include "runtime/buffer.h"
 #include "runtime/device.h"
+#include "runtime/device_memory.h"
 #include "runtime/dtype.h"
 #include "runtime/error.h"
 #include "runtime/stream.h"

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
 
 namespace kiln::runtime {
 
@@ -16,5 +18,15 @@ struct AllocatorStats {
   int64_t numCacheHits = 0;      ///< allocate() calls served from the cache
   int64_t numOsAllocations = 0;  ///< blocks obtained from the OS
 };
+
+/// Statistics under PyTorch's names ("allocated_bytes.all.current", ...;
+/// docs/allocator.md lists them), in name order: what the caching
+/// allocator of a device keeps (runtime/caching_allocator.h).
+using MemoryStats = std::map<std::string, int64_t>;
+
+/// The PyTorch-named statistics an AllocatorStats has.
+MemoryStats keyedStats(const AllocatorStats& stats);
+/// The AllocatorStats of PyTorch-named statistics.
+AllocatorStats summarizeStats(const MemoryStats& stats);
 
 }  // namespace kiln::runtime

@@ -60,9 +60,6 @@ class SegmentSource {
   virtual void synchronize() = 0;
 };
 
-/// Statistics under PyTorch's names ("allocated_bytes.all.current", ...;
-/// docs/allocator.md lists them), in name order.
-using MemoryStats = std::map<std::string, int64_t>;
 
 /// A device's caching allocator. Thread-safe (one mutex).
 class CachingAllocator {

@@ -177,6 +177,9 @@ class DeviceInterface {
   /// time it is freed, has finished (torch's Tensor.record_stream).
   virtual void recordStream(DevicePtr ptr, StreamHandle stream) = 0;
   virtual AllocatorStats memoryStats() const = 0;
+  /// Every statistic under PyTorch's names ("allocated_bytes.all.current",
+  /// ...; docs/allocator.md). The default gives those memoryStats() has.
+  virtual MemoryStats keyedMemoryStats() const;
   virtual void resetPeakMemoryStats() = 0;
   virtual void emptyCache() = 0;
   virtual std::string memorySummary() const = 0;

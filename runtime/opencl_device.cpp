@@ -8,6 +8,7 @@
 
 #include <mutex>
 
+#include "runtime/caching_allocator.h"
 #include "runtime/device_interface.h"
 #include "runtime/error.h"
 #include "runtime/opencl_runtime.h"
@@ -64,9 +65,49 @@ void CL_CALLBACK freeStaging(cl_event, cl_int, void* data) { std::free(data); }
 // the interface promises); larger copies block.
 constexpr size_t kStagedCopy = 1 << 20;
 
+/// The segments and events the caching allocator asks of an OpenCL device.
+class OpenCLSegments final : public SegmentSource {
+ public:
+  OpenCLSegments(int index, int64_t deviceMemory) : index_(index), deviceMemory_(deviceMemory) {}
+  void* allocateSegment(size_t bytes) override {
+    // Some platforms (PoCL) allocate lazily and never refuse here: the
+    // device's memory size (lowered by POCL_MEMORY_LIMIT) is the limit.
+    if (deviceMemory_ > 0 && reserved_ + static_cast<int64_t>(bytes) > deviceMemory_) return nullptr;
+    cl_int status = CL_SUCCESS;
+    cl_mem mem = clCreateBuffer(context(index_), CL_MEM_READ_WRITE, bytes, nullptr, &status);
+    if (status != CL_SUCCESS || !mem) return nullptr;
+    reserved_ += static_cast<int64_t>(bytes);
+    sizes_[mem] = bytes;
+    return mem;
+  }
+  void freeSegment(void* handle) override {
+    auto mem = static_cast<cl_mem>(handle);
+    reserved_ -= static_cast<int64_t>(sizes_.at(mem));
+    sizes_.erase(mem);
+    clReleaseMemObject(mem);  // OpenCL keeps it until the commands enqueued on it have run
+  }
+  EventHandle createEvent() override { return {new OpenCLEvent{false, nullptr}}; }
+  void destroyEvent(EventHandle event) override;
+  void recordEvent(EventHandle event, StreamHandle stream) override;
+  bool queryEvent(EventHandle event) override;
+  void synchronize() override;
+  DeviceInterface* device = nullptr;
+
+ private:
+  int index_;
+  int64_t deviceMemory_;
+  int64_t reserved_ = 0;  // guarded by the allocator's lock, which holds around every call
+  std::map<cl_mem, size_t> sizes_;
+};
+
 class OpenCLDevice final : public DeviceInterface {
  public:
-  explicit OpenCLDevice(int index) : index_(index), device_(Device::opencl(index)) {
+  explicit OpenCLDevice(int index)
+      : index_(index),
+        device_(Device::opencl(index)),
+        segments_(index, devices()[static_cast<size_t>(index)].globalMemory),
+        allocator_(device_, segments_) {
+    segments_.device = this;
     const DeviceInfo& info = devices()[static_cast<size_t>(index)];
     props_.name = info.name;
     props_.driverVersion = fmt::format("{} ({})", info.driverVersion, info.platformVersion);
@@ -84,53 +125,17 @@ class OpenCLDevice final : public DeviceInterface {
   Device device() const override { return device_; }
   const DeviceProperties& properties() const override { return props_; }
 
-  // --- memory ---
-  DevicePtr allocate(size_t bytes, StreamHandle) override {
-    const size_t size = std::max<size_t>((bytes + 511) / 512 * 512, 512);
-    std::lock_guard lock(memoryMutex_);
-    stats_.numAllocations++;
-    cl_int status = CL_SUCCESS;
-    cl_mem mem = nullptr;
-    if (props_.totalMemory == 0 || stats_.reservedBytes + static_cast<int64_t>(size) <= props_.totalMemory)
-      mem = clCreateBuffer(context(index_), CL_MEM_READ_WRITE, size, nullptr, &status);
-    KILN_CHECK(mem, "{}: out of memory: tried to allocate {} bytes ({} rounded); {} bytes allocated, {} reserved, {} "
-               "on the device{}",
-               device_.str(), bytes, size, stats_.allocatedBytes, stats_.reservedBytes, props_.totalMemory,
-               status == CL_SUCCESS ? "" : fmt::format(" ({})", errorName(status)));
-    sizes_[mem] = size;
-    stats_.numOsAllocations++;
-    stats_.allocatedBytes += static_cast<int64_t>(size);
-    stats_.reservedBytes += static_cast<int64_t>(size);
-    stats_.peakAllocatedBytes = std::max(stats_.peakAllocatedBytes, stats_.allocatedBytes);
-    stats_.peakReservedBytes = std::max(stats_.peakReservedBytes, stats_.reservedBytes);
-    return {mem, 0};
-  }
-  void free(DevicePtr ptr) override {
-    std::lock_guard lock(memoryMutex_);
-    auto it = sizes_.find(memOf(ptr));
-    KILN_ASSERT(it != sizes_.end(), "{}: free of memory it did not allocate", device_.str());
-    stats_.allocatedBytes -= static_cast<int64_t>(it->second);
-    stats_.reservedBytes -= static_cast<int64_t>(it->second);
-    sizes_.erase(it);
-    // OpenCL keeps the buffer until the commands enqueued on it have run.
-    clReleaseMemObject(memOf(ptr));
-  }
-  void recordStream(DevicePtr, StreamHandle) override {}
-  AllocatorStats memoryStats() const override {
-    std::lock_guard lock(memoryMutex_);
-    return stats_;
-  }
-  void resetPeakMemoryStats() override {
-    std::lock_guard lock(memoryMutex_);
-    stats_.peakAllocatedBytes = stats_.allocatedBytes;
-    stats_.peakReservedBytes = stats_.reservedBytes;
-  }
-  void emptyCache() override {}
+  // --- memory: the caching allocator over cl_mem segments ---
+  DevicePtr allocate(size_t bytes, StreamHandle stream) override { return allocator_.allocate(bytes, stream); }
+  void free(DevicePtr ptr) override { allocator_.free(ptr); }
+  void recordStream(DevicePtr ptr, StreamHandle stream) override { allocator_.recordStream(ptr, stream); }
+  AllocatorStats memoryStats() const override { return summarizeStats(allocator_.stats()); }
+  MemoryStats keyedMemoryStats() const override { return allocator_.stats(); }
+  void resetPeakMemoryStats() override { allocator_.resetPeakStats(); }
+  void emptyCache() override { allocator_.emptyCache(); }
   std::string memorySummary() const override {
-    const AllocatorStats s = memoryStats();
-    return fmt::format("{} ({}): {} bytes allocated (peak {}), {} reserved (peak {}), {} on the device",
-                       device_.str(), props_.name, s.allocatedBytes, s.peakAllocatedBytes, s.reservedBytes,
-                       s.peakReservedBytes, props_.totalMemory);
+    return fmt::format("{} ({}), {} bytes of device memory\n{}", device_.str(), props_.name, props_.totalMemory,
+                       allocator_.summary());
   }
 
   // --- copies ---
@@ -347,10 +352,14 @@ class OpenCLDevice final : public DeviceInterface {
   cl_command_queue defaultQueue_ = nullptr;
   mutable std::mutex queueMutex_;
   std::set<cl_command_queue> queues_;
-  mutable std::mutex memoryMutex_;
-  std::map<cl_mem, size_t> sizes_;
-  AllocatorStats stats_;
+  OpenCLSegments segments_;
+  CachingAllocator allocator_;
 };
+
+void OpenCLSegments::destroyEvent(EventHandle event) { device->destroyEvent(event); }
+void OpenCLSegments::recordEvent(EventHandle event, StreamHandle stream) { device->recordEvent(event, stream); }
+bool OpenCLSegments::queryEvent(EventHandle event) { return device->queryEvent(event); }
+void OpenCLSegments::synchronize() { device->synchronize(); }
 
 }  // namespace
 

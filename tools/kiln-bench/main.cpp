@@ -18,6 +18,7 @@
 #include <stdexcept>
 
 #include "runtime/blas.h"
+#include "runtime/device_interface.h"
 #include "runtime/thread_pool.h"
 #include "tools/kiln-bench/measure.h"
 #include "tools/kiln-bench/options.h"
@@ -99,6 +100,17 @@ int run(const Options& options) {
                                  : "OpenBLAS's own (KILN_BLAS_THREADING=blas)");
   RunPolicy policy;
   policy.repeats = options.repeats;
+  policy.device = Device::parse(options.device);
+  {
+    std::string why;
+    if (!runtime::isDeviceAvailable(policy.device, &why))
+      throw std::runtime_error(fmt::format("--device {}: the device cannot be used: {}", policy.device.str(), why));
+    const runtime::DeviceProperties& p = runtime::deviceInterface(policy.device).properties();
+    machine.device = policy.device.isCpu() ? "cpu"
+                                           : fmt::format("{} ({}, driver {}, {} compute units, {:.1f} GiB)",
+                                                         policy.device.str(), p.name, p.driverVersion, p.computeUnits,
+                                                         static_cast<double>(p.totalMemory) / (1 << 30));
+  }
   PrivateKernelCache kernelCache;
   // PyTorch is started before kiln measures anything (importing torch takes
   // seconds of CPU) and measures each workload after kiln has, so that the

@@ -84,7 +84,13 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
-std::vector<double> timeCalls(const std::function<void()>& fn, const RunPolicy& policy) {
+std::vector<double> timeCalls(const std::function<void()>& call, const RunPolicy& policy) {
+  // A call ends when its work has run on the device, not when it is enqueued.
+  const Stream stream = currentStream(policy.device);
+  auto fn = [&] {
+    call();
+    stream.synchronize();
+  };
   std::vector<double> times;
   const auto start = Clock::now();
   for (;;) {
@@ -101,10 +107,11 @@ std::vector<double> timeCalls(const std::function<void()>& fn, const RunPolicy& 
   return times;
 }
 
-CopyYardstick::CopyYardstick(size_t bytes)
+CopyYardstick::CopyYardstick(size_t bytes, Device device)
     : bytes_(bytes),
-      src_(runtime::allocateBuffer(Device::cpu(), bytes)),
-      dst_(runtime::allocateBuffer(Device::cpu(), bytes)) {
+      device_(device),
+      src_(runtime::allocateBuffer(device, bytes)),
+      dst_(runtime::allocateBuffer(device, bytes)) {
   // Touch every page from the threads that will copy it (the driver's fill
   // splits like its copy), so that no timed copy pays for a page fault.
   const unsigned char one = 1, zero = 0;
@@ -117,6 +124,7 @@ void CopyYardstick::copy() {
   // The device's own device-to-device copy (on the CPU: 64 KiB memcpy calls
   // split at whole pages over the pool, runtime/cpu_device.cpp).
   dst_->driver().copyDeviceToDevice(dst_->ptr(), src_->ptr(), bytes_, currentStream(dst_->device()).handle());
+  currentStream(device_).synchronize();
 }
 
 void CopyYardstick::sample(int count) {
@@ -143,13 +151,17 @@ Result runWorkload(const Workload& w, const RunPolicy& policy) {
   Result r;
   r.name = w.name;
   r.flops = w.flops;
+  // Inputs, models and their state are made on the device (its factories'
+  // default), and every call is timed to its end there.
+  DeviceGuard onDevice(policy.device);
+  const Stream stream = currentStream(policy.device);
   const std::vector<Tensor> inputs = w.makeInputs();
   r.inputBytes = tensorBytes(inputs);
   // The copy is the size of the largest input, and at least 64 MiB: well
   // past the caches, like the workloads.
   int64_t largest = 0;
   for (const Tensor& t : inputs) largest = std::max(largest, tensorBytes({t}));
-  CopyYardstick yardstick(static_cast<size_t>(std::max(kMinCopyBytes, largest)));
+  CopyYardstick yardstick(static_cast<size_t>(std::max(kMinCopyBytes, largest)), policy.device);
 
   // Eager: the first call compiles the one-op kernels it has not seen yet.
   // Random ops draw from the default generator: the compiled first calls
@@ -160,6 +172,7 @@ Result runWorkload(const Workload& w, const RunPolicy& policy) {
   auto eager = [&] { return w.fn(inputs); };
   auto t0 = Clock::now();
   std::vector<Tensor> expected = eager();
+  stream.synchronize();
   r.eagerFirstMs = msSince(t0);
   r.outputBytes = tensorBytes(expected);
 
@@ -189,6 +202,7 @@ Result runWorkload(const Workload& w, const RunPolicy& policy) {
       gen.setOffset(offset);
       t0 = Clock::now();
       std::vector<Tensor> got = engine->call(inputs);
+      stream.synchronize();
       const double ms = msSince(t0);
       if (cold) {
         r.compileMs = ms;
@@ -217,7 +231,7 @@ Result runWorkload(const Workload& w, const RunPolicy& policy) {
   // Timed calls, each side's allocator peak measured over its own: reset
   // before, read after, less what was allocated before (each call's result
   // is dropped before the next begins).
-  runtime::DeviceInterface& device = runtime::deviceInterface(Device::cpu());
+  runtime::DeviceInterface& device = runtime::deviceInterface(policy.device);
   auto timeWithPeak = [&](const std::function<void()>& call, int64_t& peak) {
     device.resetPeakMemoryStats();
     const int64_t base = device.memoryStats().allocatedBytes;

@@ -24,6 +24,7 @@ struct RunPolicy {
   int minRuns = 5;             ///< adaptive: at least this many calls
   int maxRuns = 20;            ///< adaptive: at most this many calls
   double budgetSeconds = 1.0;  ///< adaptive: stop once this much time is spent (after minRuns)
+  Device device = Device::cpu();  ///< where the workloads, their inputs and the yardstick run
 };
 
 /// Wall-clock times in milliseconds of `fn` called under `policy`.
@@ -31,16 +32,17 @@ std::vector<double> timeCalls(const std::function<void()>& fn, const RunPolicy& 
 
 double median(std::vector<double> v);
 
-/// The yardstick: copy bandwidth of this machine, measured next to each
-/// workload. A buffer of `bytes` is copied to another with memcpy over
-/// runtime::ThreadPool::instance(), the pool kernels run on, each thread
-/// copying its range in 64 KiB pieces. GB/s (1e9 B/s) count read and write,
+/// The yardstick: copy bandwidth of the device, measured next to each
+/// workload. A buffer of `bytes` is copied to another by the device's own
+/// device-to-device copy (on the CPU: memcpy over runtime::ThreadPool, the
+/// pool kernels run on, each thread copying its range in 64 KiB pieces),
+/// timed to its end on the device. GB/s (1e9 B/s) count read and write,
 /// 2 * bytes per copy.
 class CopyYardstick {
  public:
-  /// Allocates both buffers, touches them from the copying threads and
-  /// copies once to warm up.
-  explicit CopyYardstick(size_t bytes);
+  /// Allocates both buffers on `device`, touches them (on the CPU from the
+  /// copying threads) and copies once to warm up.
+  CopyYardstick(size_t bytes, Device device);
   /// Times `count` more copies.
   void sample(int count);
   size_t bytes() const { return bytes_; }
@@ -50,6 +52,7 @@ class CopyYardstick {
  private:
   void copy();
   size_t bytes_;
+  Device device_;
   std::shared_ptr<runtime::Buffer> src_, dst_;
   std::vector<double> ms_;
 };

@@ -5,16 +5,20 @@
 
 #include <charconv>
 
+#include "runtime/device.h"
+#include "runtime/error.h"
+
 namespace kiln::bench {
 
 std::string usage() {
-  return "usage: kiln-bench [--filter REGEX] [--repeats N] [--json FILE] [--compare-torch [--no-torch-compile]]\n"
-         "                  [--list] [--help]\n"
+  return "usage: kiln-bench [--device DEVICE] [--filter REGEX] [--repeats N] [--json FILE]\n"
+         "                  [--compare-torch [--no-torch-compile]] [--list] [--help]\n"
          "\n"
-         "Runs each workload eagerly and compiled (kiln::compile) on the CPU and prints\n"
-         "median times, speedup, effective bandwidth against this machine's measured copy\n"
-         "bandwidth, kernels per call and compile time. See docs/benchmarks.md.\n"
+         "Runs each workload eagerly and compiled (kiln::compile) on a device and prints\n"
+         "median times, speedup, effective bandwidth against the device's copy bandwidth\n"
+         "measured in the same run, kernels per call and compile time. See docs/benchmarks.md.\n"
          "\n"
+         "  --device DEVICE run on cpu (default), opencl[:N] or cuda[:N]\n"
          "  --filter REGEX  run the workloads whose name contains a match of REGEX (ECMAScript)\n"
          "  --repeats N     time exactly N calls of each side (default: 5 to 20 calls, about 1 s)\n"
          "  --json FILE     also write the results to FILE as a JSON array, one object per workload\n"
@@ -58,6 +62,13 @@ Options parseOptions(const std::vector<std::string>& args) {
     } else if (flag == "--no-torch-compile") {
       noValue();
       o.torchCompile = false;
+    } else if (flag == "--device") {
+      o.device = value();
+      try {
+        (void)Device::parse(o.device);
+      } catch (const Error& e) {
+        throw UsageError(fmt::format("--device: {}", e.what()));
+      }
     } else if (flag == "--filter") {
       o.filter = value();
     } else if (flag == "--json") {

@@ -14,6 +14,7 @@ struct Options {
   int repeats = 0;            ///< timed calls per side; 0: adaptive (5 to 20 calls, about 1 s)
   bool compareTorch = false;  ///< also measure each workload in PyTorch (torch_compare.h)
   bool torchCompile = true;   ///< with compareTorch: also torch.compile each workload
+  std::string device = "cpu";  ///< --device: cpu, opencl[:N], cuda[:N]
   bool list = false;
   bool help = false;
 };

@@ -104,6 +104,8 @@ void printTable(std::ostream& os, const Machine& machine, const std::vector<Resu
   os << fmt::format("machine: {}{} threads, copy bandwidth (read+write) {}\n",
                     machine.cpu.empty() ? "" : machine.cpu + ", ", machine.threads, copies.empty() ? "n/a" : copies);
   if (!machine.blas.empty()) os << fmt::format("blas: {}\n", machine.blas);
+  if (machine.device != "cpu")
+    os << fmt::format("device: {} (the copy bandwidth above is this device's)\n", machine.device);
   const bool torch = machine.torch && machine.torch->unavailable.empty();
   if (machine.torch) {
     const TorchInfo& t = *machine.torch;
@@ -182,6 +184,7 @@ std::string toJson(const Machine& machine, const std::vector<Result>& results) {
     field("matches_eager", r.hasCompiled ? (r.matches ? "true" : "false") : "null");
     field("threads", std::to_string(machine.threads));
     field("cpu", str(machine.cpu));
+    field("device", str(machine.device));
     field("blas", str(machine.blas));
     if (machine.torch) {
       const TorchInfo& t = *machine.torch;

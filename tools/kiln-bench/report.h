@@ -17,6 +17,7 @@ struct Machine {
   std::string cpu;   ///< model name, "" when unknown
   int threads = 0;   ///< threads of runtime::ThreadPool
   std::string blas;  ///< the BLAS and how matmul threads it
+  std::string device = "cpu";  ///< where the workloads ran: "cpu", or the device and its properties
   struct Copy {
     int64_t bytes = 0;  ///< buffer size
     double gbps = 0;    ///< median over every copy of that size in the run

@@ -177,12 +177,20 @@ def make_inputs(specs, name):
             raise ValueError(f"{name}: no torch dtype for kiln dtype {s['dtype']}")
         shape = tuple(s["shape"])
         if dtype.is_floating_point:
-            out.append(torch.randn(shape, generator=g, dtype=torch.float32).to(dtype))
+            out.append(torch.randn(shape, generator=g, dtype=torch.float32, device="cpu").to(dtype))
         elif dtype == torch.bool:
-            out.append(torch.rand(shape, generator=g) < 0.5)
+            out.append(torch.rand(shape, generator=g, device="cpu") < 0.5)
         else:
-            out.append(torch.randint(0, MLP_CLASSES, shape, generator=g, dtype=dtype))
-    return out
+            out.append(torch.randint(0, MLP_CLASSES, shape, generator=g, dtype=dtype, device="cpu"))
+    return [t.to(DEVICE) for t in out]
+
+
+DEVICE = "cpu"  # --device: where the workloads run (kiln-bench's --device kind)
+
+
+def synchronize():
+    if DEVICE.startswith("cuda"):
+        torch.cuda.synchronize()
 
 
 def time_calls(fn, args):
@@ -198,6 +206,7 @@ def time_calls(fn, args):
             break
         t0 = time.perf_counter()
         fn()  # the result is freed before the clock is read, as in kiln-bench
+        synchronize()  # a call ends when the device has run it
         times.append((time.perf_counter() - t0) * 1e3)
     return times
 
@@ -224,6 +233,7 @@ def measure(request, args):
         eager = build(inputs, lambda f: f)
         t0 = time.perf_counter()
         eager()
+        synchronize()
         reply["eager_first_ms"] = (time.perf_counter() - t0) * 1e3
         eager()  # warm-up
         times = time_calls(eager, args)
@@ -241,7 +251,8 @@ def measure(request, args):
         torch._dynamo.reset()
         compiled = build(inputs, torch.compile)
         t0 = time.perf_counter()
-        compiled()  # traces, compiles (inductor: C++ through the host compiler) and runs
+        compiled()  # traces, compiles (inductor: C++ or Triton) and runs
+        synchronize()
         reply["compile_ms"] = (time.perf_counter() - t0) * 1e3
         compiled()  # warm-up (a stateful step may recompile once here)
         times = time_calls(compiled, args)
@@ -269,6 +280,7 @@ def main():
     p.add_argument("--max-runs", type=int, default=20)
     p.add_argument("--budget-s", type=float, default=1.0)
     p.add_argument("--no-compile", dest="compile", action="store_false", help="skip torch.compile")
+    p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (kiln-bench --device)")
     p.add_argument("--check-names", action="store_true", help="check `kiln-bench --list` on stdin")
     args = p.parse_args()
     if args.check_names:
@@ -292,6 +304,13 @@ def main():
         send({"torch": None, "error": f"import torch failed in {sys.executable}: {one_line(e)}"})
         return 0
     torch, F = _torch, _F
+    global DEVICE
+    DEVICE = args.device
+    if DEVICE != "cpu":
+        if DEVICE.startswith("cuda") and not torch.cuda.is_available():
+            send({"torch": None, "error": f"PyTorch {torch.__version__} sees no CUDA device"})
+            return 0
+        torch.set_default_device(DEVICE)  # the workloads' modules and state are made there
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     send({"torch": torch.__version__, "threads": torch.get_num_threads(), "compile": args.compile,

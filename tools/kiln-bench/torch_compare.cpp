@@ -169,6 +169,10 @@ TorchSide::TorchSide(int threads, const RunPolicy& policy, bool compile) {
   const char* env = std::getenv("KILN_TORCH_PYTHON");
   info_.python = env && *env ? env : "python3";
   info_.compile = compile;
+  if (policy.device.isOpenCL()) {
+    info_.unavailable = "PyTorch has no OpenCL device";
+    return;
+  }
   const std::string script = scriptPath();
   if (script.empty() || !std::filesystem::exists(script)) {
     info_.unavailable = fmt::format("the PyTorch side '{}' is missing (it is built and installed next to kiln-bench)",
@@ -182,6 +186,8 @@ TorchSide::TorchSide(int threads, const RunPolicy& policy, bool compile) {
                                    "--max-runs", std::to_string(policy.maxRuns),
                                    "--budget-s", fmt::format("{}", policy.budgetSeconds)};
   if (!compile) args.push_back("--no-compile");
+  args.push_back("--device");
+  args.push_back(policy.device.isCpu() ? "cpu" : policy.device.str());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -58,6 +58,8 @@ class TorchSide {
  public:
   /// Starts the script and reads its hello. Never throws for a missing
   /// interpreter, script or torch: info().unavailable says what is missing.
+  /// On policy.device's kind: cpu or cuda (PyTorch has no OpenCL device:
+  /// then the side is unavailable and says so).
   TorchSide(int threads, const RunPolicy& policy, bool compile);
   ~TorchSide();
   TorchSide(const TorchSide&) = delete;
