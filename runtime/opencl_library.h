@@ -1,15 +1,28 @@
-// The library calls of runtime/executable.h on OpenCL devices: matmul
-// through CLBlast (Debian libclblast-dev), index_select and index_add as
-// kiln's own OpenCL kernels. Same buffers and arguments as the CPU's
-// (runtime/blas.h, runtime/indexing.h), on the call's stream.
+// The library calls of runtime/executable.h on OpenCL devices: the same
+// buffers (DevicePtr = {cl_mem, byte offset}) and arguments as the CPU's
+// (runtime/blas.h, runtime/indexing.h), enqueued on the call's stream (its
+// cl_command_queue) without blocking the host.
+// - matmul (runtime/opencl_matmul.cpp): f32 and f64 through CLBlast (Debian
+//   libclblast-dev), f16, bf16, i32 and i64 through kiln's one hand-written
+//   GEMM kernel (Note [The one hand-written GEMM]).
+// - index_select and index_add (runtime/opencl_library.cpp): kiln's own
+//   kernels, for every dtype; the index is read back to the host and checked
+//   first, the one wait of these calls (Note [OpenCL index checks read the
+//   index]), so that an index out of range is the CPU's kiln::Error with
+//   nothing written.
+// Their kernels are in runtime/opencl_kernels.cpp. Without the OpenCL ICD
+// loader in the build, each call fails saying so.
 #pragma once
 
 #include "runtime/executable.h"
 
 namespace kiln::runtime::opencl {
 
+/// Buffers a, b, out; args MatmulCall::encode().
 void matmul(const LibraryCall& call);
+/// Buffers x, index, out; args IndexCall::encode().
 void indexSelect(const LibraryCall& call);
+/// Buffers x, index, source, out; args IndexCall::encode().
 void indexAdd(const LibraryCall& call);
 
 }  // namespace kiln::runtime::opencl
