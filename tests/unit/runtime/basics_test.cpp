@@ -7,8 +7,11 @@
 
 #include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "runtime/device.h"
+#include "runtime/device_interface.h"
 #include "runtime/dtype.h"
 #include "runtime/error.h"
 
@@ -79,13 +82,17 @@ TEST(Device, ParsesCpuCudaAndIndexedCuda) {
 }
 
 TEST(Device, StrParsesBack) {
-  for (Device d : {Device::cpu(), Device::cuda(0), Device::cuda(1), Device::cuda(12)})
+  for (Device d : {Device::cpu(), Device::cuda(0), Device::cuda(1), Device::cuda(12), Device::opencl(0),
+                   Device::opencl(3)})
     EXPECT_EQ(Device::parse(d.str()), d) << d.str();
+  EXPECT_EQ(Device::parse("opencl"), Device::opencl(0));
+  EXPECT_EQ(Device::opencl(2).str(), "opencl:2");
+  EXPECT_NE(Device::opencl(0), Device::cuda(0));
 }
 
 TEST(Device, ParseErrorsNameTheText) {
   for (const char* bad : {"cuda:", "cuda:x", "gpu", "", "CPU", "cuda:-1", "cuda:1x", "cuda:+1", " cpu", "cuda0",
-                          "cuda:99999999999999999999"}) {
+                          "cuda:99999999999999999999", "opencl:", "opencl:x", "cpu:0", "OpenCL:0"}) {
     SCOPED_TRACE(bad);
     try {
       Device::parse(bad);
@@ -104,7 +111,41 @@ TEST(Device, CudaIsUnavailableWithAReason) {
   EXPECT_FALSE(cudaAvailable(&why));
   EXPECT_FALSE(why.empty());
   EXPECT_FALSE(cudaAvailable());  // a null `why` is allowed
-  EXPECT_EQ(Device::best(), Device::cpu());
+  EXPECT_EQ(deviceCount(DeviceType::cuda), 0);
+  // best() falls back to OpenCL when there is an OpenCL device, else the CPU.
+  EXPECT_EQ(Device::best(), isAvailable(DeviceType::opencl) ? Device::opencl(0) : Device::cpu());
+}
+
+TEST(Device, DevicesListsTheCpuFirstAndEveryUsableDevice) {
+  const std::vector<Device> all = devices();
+  ASSERT_FALSE(all.empty());
+  EXPECT_EQ(all.front(), Device::cpu());
+  EXPECT_EQ(static_cast<int>(all.size()), 1 + deviceCount(DeviceType::opencl) + deviceCount(DeviceType::cuda));
+  for (const Device& d : all) EXPECT_TRUE(runtime::isDeviceAvailable(d)) << d.str();
+  std::string why;
+  EXPECT_TRUE(isAvailable(DeviceType::cpu, &why));
+  EXPECT_TRUE(why.empty());
+}
+
+TEST(Device, TheDefaultDeviceIsPerThreadAndGuardedForAScope) {
+  EXPECT_EQ(defaultDevice(), Device::cpu());
+  const Device other = isAvailable(DeviceType::opencl) ? Device::opencl(0) : Device::cpu();
+  {
+    DeviceGuard guard(other);
+    EXPECT_EQ(defaultDevice(), other);
+    Device seen = Device::cuda(5);
+    std::thread([&] { seen = defaultDevice(); }).join();
+    EXPECT_EQ(seen, Device::cpu()) << "another thread keeps its own default";
+  }
+  EXPECT_EQ(defaultDevice(), Device::cpu());
+  // An unusable device is refused, naming it and why.
+  try {
+    setDefaultDevice(Device::cuda(3));
+    ADD_FAILURE() << "cuda:3 accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("setDefaultDevice: cuda:3 cannot be used: ", 0), 0u) << e.what();
+  }
+  EXPECT_EQ(defaultDevice(), Device::cpu());
 }
 
 TEST(Errors, KilnCheckThrowsErrorWithFormattedMessage) {
