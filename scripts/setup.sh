@@ -21,13 +21,15 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # ocl-icd-opencl-dev is the OpenCL ICD loader and headers that
 # codegen/opencl_compiler.cpp builds OpenCL C with, and pocl-opencl-icd the
 # OpenCL device the tests build and run the OpenCL kernels on (PoCL's CPU
-# device).
+# device). libcli11-dev and nlohmann-json3-dev are kiln-env's command line
+# and its --json output (header-only).
 packages=(
   cmake ninja-build ccache g++ python3
   llvm-19-dev llvm-19-tools
   clang libclang-rt-14-dev graphviz
   libfmt-dev libgtest-dev libopenblas-dev
   ocl-icd-opencl-dev pocl-opencl-icd
+  libcli11-dev nlohmann-json3-dev
   zlib1g-dev libzstd-dev libedit-dev libxml2-dev libcurl4-openssl-dev libffi-dev
 )
 missing=()
