@@ -7,8 +7,6 @@
 
 #include <fmt/format.h>
 
-#include <cstdlib>
-
 #include "runtime/dynamic_library.h"
 #include "runtime/error.h"
 
@@ -27,10 +25,10 @@ namespace kiln::codegen {
 // PyTorch's LazyNVRTC does, so that no CUDA library is a needed library of
 // libkiln.so (tests/needed_libraries.sh checks) and kiln starts on machines
 // without the toolkit's libraries, saying why CUDA C cannot be compiled
-// when asked to. The candidates, in order: $KILN_NVRTC_LIBRARY when set;
-// the soname of the NVRTC kiln was built against (libnvrtc.so.13), found by
-// the dynamic loader (LD_LIBRARY_PATH, ld.so.conf); the same file in the
-// build's toolkit (KILN_NVRTC_DIR). Only the functions below are resolved;
+// when asked to. The candidates (runtime::LibrarySearch): $KILN_NVRTC_LIBRARY
+// alone when set; else the soname of the NVRTC kiln was built against
+// (libnvrtc.so.13), found by the dynamic loader (LD_LIBRARY_PATH,
+// ld.so.conf), then the same file in the build's toolkit (KILN_NVRTC_DIR). Only the functions below are resolved;
 // their signatures come from that toolkit's <nvrtc.h>, and NVRTC keeps them
 // stable within a major version.
 
@@ -125,11 +123,7 @@ void check(nvrtcResult result, const char* call, const std::string& kernelName) 
 namespace detail {
 
 std::vector<std::string> nvrtcCandidates() {
-  std::vector<std::string> candidates;
-  if (const char* path = std::getenv("KILN_NVRTC_LIBRARY"); path && *path) candidates.emplace_back(path);
-  candidates.emplace_back(KILN_NVRTC_SONAME);
-  candidates.push_back(std::string(KILN_NVRTC_DIR) + "/" + KILN_NVRTC_SONAME);
-  return candidates;
+  return runtime::LibrarySearch{"KILN_NVRTC_LIBRARY", {KILN_NVRTC_SONAME}, {KILN_NVRTC_DIR}}.candidates();
 }
 
 NvrtcLoad loadNvrtc(std::span<const std::string> candidates) {
@@ -184,7 +178,9 @@ CudaBinary compileCudaToCubin(const std::string& source, const std::string& kern
 
 namespace detail {
 std::vector<std::string> nvrtcCandidates() { return {}; }
-NvrtcLoad loadNvrtc(std::span<const std::string>) { return {{}, {}, "kiln was built without the CUDA toolkit (no NVRTC)"}; }
+NvrtcLoad loadNvrtc(std::span<const std::string>) {
+  return {{}, {}, "kiln was built without the CUDA toolkit (no NVRTC)"};
+}
 }  // namespace detail
 
 bool nvrtcAvailable(std::string* why) {

@@ -40,9 +40,9 @@ std::string nvrtcVersion();
 CudaBinary compileCudaToCubin(const std::string& source, const std::string& kernelName, int smArch);
 
 namespace detail {
-/// Where NVRTC is looked for, in order: $KILN_NVRTC_LIBRARY when set, the
-/// soname of the NVRTC kiln was built against, that file in the build's
-/// toolkit. Empty without the toolkit.
+/// Where NVRTC is looked for: $KILN_NVRTC_LIBRARY alone when set; else the
+/// soname of the NVRTC kiln was built against, then that file in the
+/// build's toolkit. Empty without the toolkit.
 std::vector<std::string> nvrtcCandidates();
 
 /// What loading NVRTC from `candidates` gives: the candidate that loaded

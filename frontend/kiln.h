@@ -9,6 +9,7 @@
 
 #include "frontend/autograd/autograd.h"
 #include "frontend/compile.h"
+#include "frontend/cuda.h"
 #include "frontend/dropout.h"
 #include "frontend/indexing.h"
 #include "frontend/linalg.h"

@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cstdlib>
-
 #include "runtime/dynamic_library.h"
 
 namespace kiln::runtime::cuda {
@@ -36,10 +34,8 @@ std::string initFailure(int result, const std::string& library) {
 }  // namespace
 
 std::vector<std::string> driverCandidates() {
-  std::vector<std::string> candidates;
-  if (const char* path = std::getenv("KILN_CUDA_DRIVER_LIBRARY"); path && *path) candidates.emplace_back(path);
-  candidates.emplace_back("libcuda.so.1");
-  return candidates;
+  // No toolkit folder: the toolkit holds only the stub library.
+  return LibrarySearch{"KILN_CUDA_DRIVER_LIBRARY", {"libcuda.so.1"}, {}}.candidates();
 }
 
 DriverProbe probeDriver(std::span<const std::string> candidates) {

@@ -27,9 +27,9 @@ struct DriverProbe {
   std::string reason;  ///< why it is not usable and what to do; empty when usable
 };
 
-/// Where the driver is looked for: $KILN_CUDA_DRIVER_LIBRARY when set, then
-/// libcuda.so.1 (never the toolkit's stubs/libcuda.so: it loads, but cuInit
-/// fails with CUDA_ERROR_STUB_LIBRARY).
+/// Where the driver is looked for: $KILN_CUDA_DRIVER_LIBRARY alone when set,
+/// else libcuda.so.1 (never the toolkit's stubs/libcuda.so: it loads, but
+/// cuInit fails with CUDA_ERROR_STUB_LIBRARY).
 std::vector<std::string> driverCandidates();
 
 /// Opens the first of `candidates` that loads and probes it. A fresh probe

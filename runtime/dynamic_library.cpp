@@ -3,7 +3,25 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdlib>
+
 namespace kiln::runtime {
+
+std::vector<std::string> LibrarySearch::candidates() const {
+  if (!overrideVariable.empty())
+    if (const char* path = std::getenv(overrideVariable.c_str()); path && *path) return {path};
+  std::vector<std::string> out;
+  auto add = [&](std::string candidate) {
+    if (std::find(out.begin(), out.end(), candidate) == out.end()) out.push_back(std::move(candidate));
+  };
+  for (const std::string& soname : sonames) add(soname);
+  for (const std::string& folder : folders) {
+    if (folder.empty()) continue;
+    for (const std::string& soname : sonames) add(folder.back() == '/' ? folder + soname : folder + "/" + soname);
+  }
+  return out;
+}
 
 DynamicLibrary DynamicLibrary::open(std::span<const std::string> candidates) {
   DynamicLibrary library;

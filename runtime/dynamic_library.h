@@ -1,6 +1,6 @@
 // A shared library opened at run time (dlopen), for the libraries kiln uses
-// only when a machine has them: NVRTC today; the CUDA driver, cuBLAS and
-// NVML next (DEVICE_NOTES, "CUDA through dlopen"). None of them is then a
+// only when a machine has them: NVRTC, the CUDA driver, cuBLAS(Lt), cuDNN,
+// NCCL and NVML (DEVICE_NOTES, "CUDA through dlopen"). None of them is then a
 // needed library of libkiln.so, so kiln loads and runs its CPU and OpenCL
 // paths on a machine without them, and says why a path is unavailable
 // instead of failing to start.
@@ -11,8 +11,29 @@
 
 #include <span>
 #include <string>
+#include <vector>
 
 namespace kiln::runtime {
+
+/// Where a library is looked for: the same three places for each of them,
+/// so that one environment variable per library overrides the search and
+/// a toolkit that is not on the loader's path is still found.
+struct LibrarySearch {
+  /// An environment variable (KILN_CUDNN_LIBRARY, ...): when set and not
+  /// empty, its value is the only candidate, so that a wrong path is
+  /// reported instead of another copy of the library being used silently.
+  std::string overrideVariable;
+  /// Names the dynamic loader searches for (LD_LIBRARY_PATH, ld.so.cache),
+  /// most preferred first: libcudnn.so.9, ...
+  std::vector<std::string> sonames;
+  /// Folders where each soname is then tried by path (a CUDA toolkit's
+  /// lib64/, which the loader may not know).
+  std::vector<std::string> folders;
+
+  /// The candidates in order, without repeats: the override alone, or each
+  /// soname, then each folder/soname.
+  std::vector<std::string> candidates() const;
+};
 
 class DynamicLibrary {
  public:

@@ -22,12 +22,15 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # codegen/opencl_compiler.cpp builds OpenCL C with, and pocl-opencl-icd the
 # OpenCL device the tests build and run the OpenCL kernels on (PoCL's CPU
 # device); libclblast-dev the BLAS behind matmul on OpenCL devices.
+# libcli11-dev and nlohmann-json3-dev are the tools' command lines and
+# kiln-env's --json output (header-only).
 packages=(
   cmake ninja-build ccache g++ python3
   llvm-19-dev llvm-19-tools
   clang libclang-rt-14-dev graphviz
   libfmt-dev libgtest-dev libopenblas-dev
   ocl-icd-opencl-dev pocl-opencl-icd libclblast-dev
+  libcli11-dev nlohmann-json3-dev
   zlib1g-dev libzstd-dev libedit-dev libxml2-dev libcurl4-openssl-dev libffi-dev
 )
 missing=()

@@ -1,5 +1,6 @@
 // runtime::DynamicLibrary: the first candidate that loads, the loader's
-// reasons for those that do not, and symbols resolved or refused by name.
+// reasons for those that do not, and symbols resolved or refused by name;
+// runtime::LibrarySearch: where a library is looked for.
 #include "runtime/dynamic_library.h"
 
 #include <gtest/gtest.h>
@@ -7,6 +8,8 @@
 #include <cmath>
 #include <string>
 #include <vector>
+
+#include "common/scoped_env.h"
 
 namespace kiln::runtime {
 namespace {
@@ -53,6 +56,33 @@ TEST(DynamicLibrary, NoCandidatesIsAnError) {
   const DynamicLibrary none = DynamicLibrary::open({});
   EXPECT_FALSE(none.loaded());
   EXPECT_EQ(none.error(), "no library to open");
+}
+
+using kiln::testutil::ScopedEnv;
+
+TEST(LibrarySearch, SonamesThenEachFolderWithoutRepeats) {
+  ScopedEnv unset("KILN_TEST_LIBRARY", nullptr);
+  const LibrarySearch search{
+      "KILN_TEST_LIBRARY", {"libx.so.2", "libx.so.1"}, {"/opt/x/lib64", "/opt/y/", "", "/opt/x/lib64"}};
+  EXPECT_EQ(search.candidates(),
+            (std::vector<std::string>{"libx.so.2", "libx.so.1", "/opt/x/lib64/libx.so.2", "/opt/x/lib64/libx.so.1",
+                                      "/opt/y/libx.so.2", "/opt/y/libx.so.1"}));
+}
+
+TEST(LibrarySearch, TheOverrideIsTheOnlyCandidate) {
+  ScopedEnv set("KILN_TEST_LIBRARY", "/elsewhere/libx.so");
+  const LibrarySearch search{"KILN_TEST_LIBRARY", {"libx.so.1"}, {"/opt/x/lib64"}};
+  EXPECT_EQ(search.candidates(), std::vector<std::string>{"/elsewhere/libx.so"});
+  // A missing override is then reported, not replaced by another copy.
+  const DynamicLibrary library = DynamicLibrary::open(search.candidates());
+  EXPECT_FALSE(library.loaded());
+  EXPECT_EQ(library.error().rfind("/elsewhere/libx.so: ", 0), 0u) << library.error();
+}
+
+TEST(LibrarySearch, AnEmptyOverrideIsIgnored) {
+  ScopedEnv empty("KILN_TEST_LIBRARY", "");
+  const LibrarySearch search{"KILN_TEST_LIBRARY", {"libx.so.1"}, {}};
+  EXPECT_EQ(search.candidates(), std::vector<std::string>{"libx.so.1"});
 }
 
 }  // namespace
