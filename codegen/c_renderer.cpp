@@ -39,7 +39,7 @@ std::string kernelOpening(const Kernel& kernel, const CDialect& d, int requiredL
   std::string out = d.kernelHead(requiredLocalSize) + kernel.name + "(";
   for (int p = 0; p < kernel.numParams(); ++p) {
     const KernelParam& param = kernel.params[p];
-    out += d.bufferParam(storageCType(param.dtype, d), param.output, p) + ", ";
+    out += d.bufferParam(storageCType(param.dtype, d), param.output || param.inout, p) + ", ";
   }
   out += fmt::format("struct KilnArgs_{} a) {{\n", kernel.name);
   if (d.offsetsInArgs())
@@ -301,6 +301,9 @@ class ElementwiseWriter {
       const std::string pointer = fmt::format("p{} + i", p);
       if (k_.params[p].output)
         out_ += fmt::format("{}{} w{};\n", in, vectorType(p), p);
+      else if (k_.params[p].inout)  // loaded, then stored where it was loaded (Note [Donated buffers])
+        out_ += fmt::format("{}{} w{} = {};\n", in, vectorType(p), p,
+                            d_.vectorLoad(k_.params[p].dtype, storageCType(k_.params[p].dtype, d_), pointer));
       else
         out_ += fmt::format("{}const {} r{} = {};\n", in, vectorType(p), p,
                             d_.vectorLoad(k_.params[p].dtype, storageCType(k_.params[p].dtype, d_), pointer));
@@ -324,7 +327,8 @@ class ElementwiseWriter {
       ElementAccess access;
       access.element = [&, lane](int p) {
         if (!contiguous(p)) return fmt::format("p{}[0]", p);
-        return d_.vectorLane(fmt::format("{}{}", k_.params[p].output ? "w" : "r", p), lane);
+        const bool written = k_.params[p].output || k_.params[p].inout;
+        return d_.vectorLane(fmt::format("{}{}", written ? "w" : "r", p), lane);
       };
       access.index = [lane](int) { return fmt::format("(i + {})", lane); };
       access.blocks = &blocks;
@@ -332,7 +336,7 @@ class ElementwiseWriter {
       emitElement(b, access);
     }
     for (int p = 0; p < k_.numParams(); ++p)
-      if (contiguous(p) && k_.params[p].output)
+      if (contiguous(p) && (k_.params[p].output || k_.params[p].inout))
         out_ += in +
                 d_.vectorStore(k_.params[p].dtype, storageCType(k_.params[p].dtype, d_), fmt::format("p{} + i", p),
                                fmt::format("w{}", p)) +
@@ -377,9 +381,7 @@ GpuLaunch gpuLaunchOf(const Kernel& kernel) {
 RenderedKernel renderGpuKernel(const Kernel& kernel, const CDialect& d) {
   checkKernel(kernel);
   for (const KernelParam& p : kernel.params)
-    KILN_ASSERT(!p.inout,
-                "kernel {}: donated (inout) buffers are not rendered for GPUs yet; compileGraph donates on "
-                "the CPU only",
+    KILN_ASSERT(!p.inout || !kernel.isReduction(), "kernel {}: a reduction with a donated (inout) buffer",
                 kernel.name);
   KILN_ASSERT(kernel.numParams() >= 1, "kernel {} has no parameters", kernel.name);
   RenderedKernel r;

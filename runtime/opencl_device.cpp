@@ -15,7 +15,9 @@
 
 #if KILN_HAVE_OPENCL
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 #include <cstring>
 #include <map>
 #include <set>
@@ -261,11 +263,20 @@ class OpenCLDevice final : public DeviceInterface {
     }
     clReleaseCommandQueue(queue);  // its commands still run
   }
+  // OpenCL cannot ask a queue whether it is idle, so the query enqueues a
+  // marker behind its work and watches it. The marker is a command of its
+  // own, which an idle queue completes within microseconds but not at
+  // once: it is polled for up to a millisecond before the answer is "not yet".
   bool queryStream(StreamHandle stream) override {
     cl_event marker = nullptr;
     KILN_CL(clEnqueueMarkerWithWaitList(queue_(stream), 0, nullptr, &marker));
     clFlush(queue_(stream));
-    const bool done = complete(marker);
+    bool done = complete(marker);
+    for (auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
+         !done && std::chrono::steady_clock::now() < until;) {
+      std::this_thread::yield();
+      done = complete(marker);
+    }
     clReleaseEvent(marker);
     return done;
   }

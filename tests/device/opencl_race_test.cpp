@@ -40,6 +40,26 @@ class OpenCLRace : public ::testing::Test {
   }
 };
 
+TEST_F(OpenCLRace, QueriesSayNotYetWhileAStreamIsHeldAndDoneAfter) {
+  const Device dev = Device::opencl(0);
+  const Stream s = Stream::create(dev);
+  StreamGuard guard(s);
+  const Tensor x = values({257}).to(dev);
+  s.synchronize();
+  EXPECT_TRUE(s.query());
+  QueueGate gate(s);
+  const Tensor y = x * 2.0;
+  Event done;
+  done.record(s);
+  EXPECT_FALSE(s.query()) << "the multiply waits behind the gate";
+  EXPECT_FALSE(done.query());
+  gate.release();
+  done.synchronize();
+  EXPECT_TRUE(done.query());
+  EXPECT_TRUE(s.query());
+  EXPECT_TRUE(sameBits(y, values({257}) * 2.0));
+}
+
 /// Copies pinned values of a size no other test uses to opencl:0 without
 /// blocking, while the queue is held; then releases the pinned tensor and
 /// pins other values of the same size. Returns what reached the device.
@@ -83,8 +103,9 @@ std::vector<float> useOnAnotherStream(bool record) {
     y = t * 2.0;  // waits behind the gate
   }
   if (record) t.recordStream(b);
-  t = Tensor();                                           // freed on a: reusable there at once unless recorded
-  const Tensor u = full({2999}, 7.0, DType::f32, dev);  // on a, not held
+  t = Tensor();  // freed on a: reusable there at once unless recorded
+  // On a, not held: a tensor of t's size takes t's block when it is free.
+  const Tensor u = fromVector(std::vector<float>(2999, 7.0f), dev);
   a.synchronize();
   gate.release();
   b.synchronize();

@@ -73,7 +73,9 @@ TEST_P(DeviceStreams, PinnedCopiesInBothDirectionsAreRight) {
   const Tensor there = pinned.to(dev, true);
   EXPECT_EQ(there.device(), dev);
   const Tensor back = (there * 3.0).to(Device::cpu(), true);
-  EXPECT_TRUE(back.isPinned()) << "a non-blocking copy to the host lands in pinned memory";
+  if (!dev.isCpu()) {
+    EXPECT_TRUE(back.isPinned()) << "a non-blocking copy to the host lands in pinned memory";
+  }
   stream().synchronize();
   EXPECT_TRUE(sameBits(back, host * 3.0));
   // From pageable memory a copy is synchronous and right too.

@@ -100,12 +100,12 @@ int run(const Options& options) {
                                  : "OpenBLAS's own (KILN_BLAS_THREADING=blas)");
   RunPolicy policy;
   policy.repeats = options.repeats;
-  policy.device = Device::parse(options.device);
+  policy.device = kiln::Device::parse(options.device);
   {
     std::string why;
-    if (!runtime::isDeviceAvailable(policy.device, &why))
+    if (!kiln::runtime::isDeviceAvailable(policy.device, &why))
       throw std::runtime_error(fmt::format("--device {}: the device cannot be used: {}", policy.device.str(), why));
-    const runtime::DeviceProperties& p = runtime::deviceInterface(policy.device).properties();
+    const kiln::runtime::DeviceProperties& p = kiln::runtime::deviceInterface(policy.device).properties();
     machine.device = policy.device.isCpu() ? "cpu"
                                            : fmt::format("{} ({}, driver {}, {} compute units, {:.1f} GiB)",
                                                          policy.device.str(), p.name, p.driverVersion, p.computeUnits,
