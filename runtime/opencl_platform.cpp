@@ -206,7 +206,7 @@ ProgramBinary buildProgram(int index, const std::string& source, const std::stri
   KILN_CHECK(index >= 0 && static_cast<size_t>(index) < devices().size(),
              "opencl: cannot build program {} for opencl:{}: this process sees {} OpenCL device(s)", programName,
              index, devices().size());
-  const std::string& where = devices()[static_cast<size_t>(index)].name;
+  const std::string where = devices()[static_cast<size_t>(index)].description();
   cl_device_id device = deviceId(index);
   const auto start = std::chrono::steady_clock::now();
   ProgramGuard guard;

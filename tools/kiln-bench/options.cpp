@@ -1,9 +1,10 @@
-// Parsing of kiln-bench's flags: `--flag value` or `--flag=value`.
+// kiln-bench's command line, parsed by CLI11 (Debian libcli11-dev; the
+// tools' command-line library, docs/architecture.md): `--flag value` or
+// `--flag=value`, errors as UsageError.
 #include "tools/kiln-bench/options.h"
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
-
-#include <charconv>
 
 #include "runtime/device.h"
 #include "runtime/error.h"
@@ -23,8 +24,8 @@ std::string usage() {
          "  --repeats N     time exactly N calls of each side (default: 5 to 20 calls, about 1 s)\n"
          "  --json FILE     also write the results to FILE as a JSON array, one object per workload\n"
          "  --compare-torch run each workload in PyTorch too (eager and torch.compile), in the same\n"
-         "                  run, under $KILN_TORCH_PYTHON (default python3); without torch it says\n"
-         "                  so and prints kiln's columns\n"
+         "                  run and on the same kind of device, under $KILN_TORCH_PYTHON (default\n"
+         "                  python3); without torch it says so and prints kiln's columns\n"
          "  --no-torch-compile  with --compare-torch, skip torch.compile (it compiles for minutes)\n"
          "  --list          print the workloads and exit\n"
          "  --help          print this help and exit\n"
@@ -35,55 +36,37 @@ std::string usage() {
 
 Options parseOptions(const std::vector<std::string>& args) {
   Options o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i];
-    std::optional<std::string> inlineValue;
-    if (size_t eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-      inlineValue = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-    }
-    auto value = [&]() -> std::string {
-      if (inlineValue) return *inlineValue;
-      if (i + 1 >= args.size()) throw UsageError(fmt::format("{} expects a value", flag));
-      return args[++i];
-    };
-    auto noValue = [&] {
-      if (inlineValue) throw UsageError(fmt::format("{} takes no value", flag));
-    };
-    if (flag == "--help" || flag == "-h") {
-      noValue();
-      o.help = true;
-    } else if (flag == "--list") {
-      noValue();
-      o.list = true;
-    } else if (flag == "--compare-torch") {
-      noValue();
-      o.compareTorch = true;
-    } else if (flag == "--no-torch-compile") {
-      noValue();
-      o.torchCompile = false;
-    } else if (flag == "--device") {
-      o.device = value();
-      try {
-        (void)Device::parse(o.device);
-      } catch (const Error& e) {
-        throw UsageError(fmt::format("--device: {}", e.what()));
-      }
-    } else if (flag == "--filter") {
-      o.filter = value();
-    } else if (flag == "--json") {
-      o.jsonPath = value();
-      if (o.jsonPath->empty()) throw UsageError("--json expects a file name");
-    } else if (flag == "--repeats") {
-      std::string v = value();
-      int n = 0;
-      auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-      if (ec != std::errc() || end != v.data() + v.size() || n < 1)
-        throw UsageError(fmt::format("--repeats expects a positive integer, got '{}'", v));
-      o.repeats = n;
-    } else {
-      throw UsageError(fmt::format("unknown argument '{}'", args[i]));
-    }
+  CLI::App app("kiln-bench");
+  app.set_help_flag();  // --help is an option of ours, printed by usage()
+  app.allow_extras(false);
+  std::string filter, json;
+  app.add_flag("--help,-h", o.help);
+  app.add_flag("--list", o.list);
+  app.add_flag("--compare-torch", o.compareTorch);
+  bool noTorchCompile = false;
+  app.add_flag("--no-torch-compile", noTorchCompile);
+  CLI::Option* filterOpt = app.add_option("--filter", filter);
+  CLI::Option* jsonOpt = app.add_option("--json", json);
+  app.add_option("--repeats", o.repeats)->check(CLI::PositiveNumber);
+  app.add_option("--device", o.device);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last first
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ExtrasError& e) {
+    throw UsageError(fmt::format("unknown argument '{}'", app.remaining().empty() ? e.what() : app.remaining()[0]));
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(e.what());
+  }
+  if (filterOpt->count()) o.filter = filter;
+  if (jsonOpt->count()) {
+    if (json.empty()) throw UsageError("--json expects a file name");
+    o.jsonPath = json;
+  }
+  o.torchCompile = !noTorchCompile;
+  try {
+    (void)Device::parse(o.device);
+  } catch (const Error& e) {
+    throw UsageError(fmt::format("--device: {}", e.what()));
   }
   if (!o.torchCompile && !o.compareTorch) throw UsageError("--no-torch-compile needs --compare-torch");
   return o;
