@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "codegen/cuda_target.h"
 #include "runtime/error.h"
 
 namespace kiln::codegen {
@@ -31,7 +32,8 @@ const Target& targetFor(Device device) {
   }
   if (device.isCpu()) return cpuTarget();
   if (device.isOpenCL()) return openclTarget();
-  fail("codegen: no target for {} in this build (kernels for it are rendered but cannot be run yet)", device.str());
+  if (device.isCuda()) return cudaTarget();
+  fail("codegen: no target for {} in this build", device.str());
 }
 
 void registerTarget(DeviceType type, const Target* target) {

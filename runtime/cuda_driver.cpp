@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+
 #include "runtime/dynamic_library.h"
 
 namespace kiln::runtime::cuda {
@@ -76,6 +78,17 @@ DriverProbe probeDriver(std::span<const std::string> candidates) {
 const DriverProbe& driver() {
   static const DriverProbe probe = probeDriver(driverCandidates());
   return probe;
+}
+
+int cubinArch(std::span<const unsigned char> image) {
+  // ELF64, little-endian: e_ident[EI_CLASS] = 2, e_ident[EI_ABIVERSION] at 8,
+  // e_machine (EM_CUDA = 190) at 18, e_flags at 48.
+  constexpr unsigned kEmCuda = 190;
+  if (image.size() < 64 || image[0] != 0x7f || image[1] != 'E' || image[2] != 'L' || image[3] != 'F' || image[4] != 2)
+    return 0;
+  if ((image[18] | image[19] << 8) != kEmCuda) return 0;
+  const uint32_t flags = image[48] | image[49] << 8 | image[50] << 16 | static_cast<uint32_t>(image[51]) << 24;
+  return image[8] >= 8 ? static_cast<int>((flags >> 8) & 0xffu) : static_cast<int>(flags & 0xffu);
 }
 
 }  // namespace kiln::runtime::cuda

@@ -39,4 +39,10 @@ DriverProbe probeDriver(std::span<const std::string> candidates);
 /// The probe of driverCandidates(), made on first use.
 const DriverProbe& driver();
 
+/// The GPU architecture a cubin (an ELF image for NVIDIA GPUs, as NVRTC
+/// writes it) was compiled for, as 10 * major + minor (90 for sm_90); 0 when
+/// `image` is not a cubin. Read from the ELF header's e_flags: bits 8-15 in
+/// the CUDA 12.8+ layout (EI_ABIVERSION 8 and later), bits 0-7 before.
+int cubinArch(std::span<const unsigned char> image);
+
 }  // namespace kiln::runtime::cuda

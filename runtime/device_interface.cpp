@@ -39,10 +39,9 @@ std::string unusable(Device device, const DeviceDriver** found) {
       return fmt::format("no such device (this process sees {} {} device{})", count, d.name, count == 1 ? "" : "s");
     return {};
   }
-  return device.isCuda() ? "this build of kiln has no CUDA runtime yet (kernels are only generated and compiled)"
-         : device.isOpenCL() ? "this build of kiln has no OpenCL driver (it was built without the OpenCL ICD loader, "
-                               "Debian ocl-icd-opencl-dev)"
-                             : "no driver for this kind of device";
+  return device.isOpenCL() ? "this build of kiln has no OpenCL driver (it was built without the OpenCL ICD loader, "
+                             "Debian ocl-icd-opencl-dev)"
+                           : "no driver for this kind of device";
 }
 }  // namespace
 
@@ -58,20 +57,28 @@ KernelImage KernelImage::hostFunction(std::string name, CpuKernelFn fn, std::sha
 void registerDeviceDriver(const DeviceDriver& driver) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
-  for (const DeviceDriver& d : r.drivers)
-    KILN_ASSERT(d.type != driver.type, "a second driver for {} devices", driver.name);
+  for (size_t i = 0; i < r.drivers.size(); ++i) {
+    if (r.drivers[i].type != driver.type) continue;
+    for (const DeviceInterface* opened : r.open[i])
+      KILN_ASSERT(!opened, "the {} driver replaced by {} after a device was opened", r.drivers[i].name, driver.name);
+    r.drivers[i] = driver;
+    r.open[i].clear();
+    return;
+  }
   r.drivers.push_back(driver);
   r.open.emplace_back();
 }
 
 void registerCpuDriver();     // runtime/cpu_device.cpp
 void registerOpenCLDriver();  // runtime/opencl_device.cpp
+void registerCudaDriver();    // runtime/cuda_device.cpp
 
 namespace {
 /// The drivers built into libkiln, registered on first use of the registry.
 void registerBuiltinDrivers() {
   registerCpuDriver();
   registerOpenCLDriver();
+  registerCudaDriver();
 }
 }  // namespace
 

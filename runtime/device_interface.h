@@ -253,8 +253,13 @@ struct DeviceDriver {
   std::unique_ptr<DeviceInterface> (*open)(int index) = nullptr;
 };
 
-/// Registers the driver of a device kind (once per kind; drivers do it from
-/// a static initializer in their file, or when first asked for).
+/// Registers the driver of a device kind (drivers do it from a static
+/// initializer in their file, or when first asked for). A second
+/// registration for a kind replaces the first, before any of its devices is
+/// opened (tests run kiln on a simulated cuda device that way:
+/// tests/unit/device/). The built-in drivers register at the first use of
+/// the registry (deviceCount, isDeviceAvailable, or deviceInterface of a
+/// device that is not the CPU), so a replacement must come after that.
 void registerDeviceDriver(const DeviceDriver& driver);
 
 /// The host address of memory of a host-accessible device (the CPU): its

@@ -329,6 +329,8 @@ class SimTarget final : public codegen::Target {
 
 Device simulatedDevice() {
   static const bool registered = [] {
+    // The built-in drivers register first, so that this one replaces CUDA's.
+    (void)runtime::deviceCount(DeviceType::cuda);
     runtime::registerDeviceDriver(runtime::DeviceDriver{DeviceType::cuda, "simulated", [] { return 1; }, nullptr,
                                                         [](int) -> std::unique_ptr<runtime::DeviceInterface> {
                                                           auto d = std::make_unique<SimDevice>();
