@@ -367,50 +367,6 @@ void checkIndex(const LibraryCall& call, const char* op, DevicePtr index, const 
 
 // --- matmul ---
 
-/// How a [rows, cols] matrix with these strides reaches a row-major GEMM
-/// without a copy, as runtime/blas.cpp's blasLayout: rows ld >= cols apart
-/// with unit columns (not transposed), or a transposed contiguous view.
-struct Layout {
-  bool transposed = false;
-  int64_t ld = 1;
-};
-std::optional<Layout> layoutOf(int64_t rows, int64_t cols, int64_t rowStride, int64_t colStride) {
-  if ((cols == 1 || colStride == 1) && (rows == 1 || rowStride >= cols))
-    return Layout{false, rows == 1 ? std::max<int64_t>(cols, 1) : std::max<int64_t>(rowStride, 1)};
-  if ((rows == 1 || rowStride == 1) && (cols == 1 || colStride >= rows))
-    return Layout{true, cols == 1 ? std::max<int64_t>(rows, 1) : std::max<int64_t>(colStride, 1)};
-  return std::nullopt;
-}
-
-/// runtime/blas.cpp's simplifyBatch: drops batch dims of size 1, and folds
-/// the batch into the rows when b is one matrix for every batch and a's
-/// batch dims continue its rows.
-void simplifyBatch(runtime::MatmulCall& c) {
-  runtime::MatmulCall s = c;
-  s.batch.clear(), s.aBatchStrides.clear(), s.bBatchStrides.clear();
-  for (size_t d = 0; d < c.batch.size(); ++d) {
-    if (c.batch[d] == 1) continue;
-    s.batch.push_back(c.batch[d]);
-    s.aBatchStrides.push_back(c.aBatchStrides[d]);
-    s.bBatchStrides.push_back(c.bBatchStrides[d]);
-  }
-  c = std::move(s);
-  if (c.batch.empty()) return;
-  for (int64_t stride : c.bBatchStrides)
-    if (stride != 0) return;
-  const int64_t rowStride = c.m == 1 ? c.aBatchStrides.back() : c.aRowStride;
-  int64_t expected = c.m * rowStride;
-  for (size_t d = c.batch.size(); d-- > 0;) {
-    if (c.aBatchStrides[d] != expected) return;
-    expected *= c.batch[d];
-  }
-  int64_t rows = c.m;
-  for (int64_t size : c.batch) rows *= size;
-  c.m = rows;
-  c.aRowStride = rowStride;
-  c.batch.clear(), c.aBatchStrides.clear(), c.bBatchStrides.clear();
-}
-
 /// Memory for the length of a call, allocated for the call's stream and
 /// given back after the work enqueued on it (Note [Memory belongs to a
 /// stream]: later work on that stream runs after the GEMMs that read it).
@@ -490,7 +446,7 @@ void cudaMatmul(const LibraryCall& call) {
                 call.stream);
     return;
   }
-  simplifyBatch(c);
+  c.simplifyBatch();
   if (c.dtype == DType::i32 || c.dtype == DType::i64) return integerMatmul(call, c);
   KILN_ASSERT(c.dtype == DType::f32 || c.dtype == DType::f64 || c.dtype == DType::f16 || c.dtype == DType::bf16,
               "matmul of {} reached the runtime", dtypeName(c.dtype));
@@ -498,15 +454,15 @@ void cudaMatmul(const LibraryCall& call) {
   Operand a{call.buffers[0], c.aBatchStrides, c.aRowStride, c.aColStride};
   Operand b{call.buffers[1], c.bBatchStrides, c.bRowStride, c.bColStride};
   std::unique_ptr<Scratch> aScratch, bScratch;
-  std::optional<Layout> la = layoutOf(c.m, c.k, a.rowStride, a.colStride);
+  std::optional<runtime::BlasLayout> la = runtime::blasLayout(c.m, c.k, a.rowStride, a.colStride);
   if (!la) {
     aScratch = compact(call, a, c.batch, c.m, c.k, item);
-    la = layoutOf(c.m, c.k, a.rowStride, a.colStride);
+    la = runtime::blasLayout(c.m, c.k, a.rowStride, a.colStride);
   }
-  std::optional<Layout> lb = layoutOf(c.k, c.n, b.rowStride, b.colStride);
+  std::optional<runtime::BlasLayout> lb = runtime::blasLayout(c.k, c.n, b.rowStride, b.colStride);
   if (!lb) {
     bScratch = compact(call, b, c.batch, c.k, c.n, item);
-    lb = layoutOf(c.k, c.n, b.rowStride, b.colStride);
+    lb = runtime::blasLayout(c.k, c.n, b.rowStride, b.colStride);
   }
   KILN_ASSERT(la && lb, "matmul: a contiguous copy is not a GEMM layout");
 

@@ -44,6 +44,43 @@ std::vector<int64_t> MatmulCall::encode() const {
   return args;
 }
 
+std::optional<BlasLayout> blasLayout(int64_t rows, int64_t cols, int64_t rowStride, int64_t colStride) {
+  if ((cols == 1 || colStride == 1) && (rows == 1 || rowStride >= cols))
+    return BlasLayout{false, rows == 1 ? std::max<int64_t>(cols, 1) : std::max<int64_t>(rowStride, 1)};
+  if ((rows == 1 || rowStride == 1) && (cols == 1 || colStride >= rows))
+    return BlasLayout{true, cols == 1 ? std::max<int64_t>(rows, 1) : std::max<int64_t>(colStride, 1)};
+  return std::nullopt;
+}
+
+void MatmulCall::simplifyBatch() {
+  MatmulCall& c = *this;
+  MatmulCall s = c;
+  s.batch.clear(), s.aBatchStrides.clear(), s.bBatchStrides.clear();
+  for (size_t d = 0; d < c.batch.size(); ++d) {
+    if (c.batch[d] == 1) continue;
+    s.batch.push_back(c.batch[d]);
+    s.aBatchStrides.push_back(c.aBatchStrides[d]);
+    s.bBatchStrides.push_back(c.bBatchStrides[d]);
+  }
+  c = std::move(s);
+  if (c.batch.empty()) return;
+  for (int64_t stride : c.bBatchStrides)
+    if (stride != 0) return;
+  // Rows of the folded a are rowStride apart: the batch dims must step by
+  // whole [M, K] blocks of such rows, innermost first.
+  const int64_t rowStride = c.m == 1 ? c.aBatchStrides.back() : c.aRowStride;
+  int64_t expected = c.m * rowStride;
+  for (size_t d = c.batch.size(); d-- > 0;) {
+    if (c.aBatchStrides[d] != expected) return;
+    expected *= c.batch[d];
+  }
+  int64_t rows = c.m;
+  for (int64_t size : c.batch) rows *= size;
+  c.m = rows;
+  c.aRowStride = rowStride;
+  c.batch.clear(), c.aBatchStrides.clear(), c.bBatchStrides.clear();
+}
+
 MatmulCall MatmulCall::decode(std::span<const int64_t> args) {
   KILN_ASSERT(args.size() >= 9 && args.size() == 9 + 3 * static_cast<size_t>(args[8]), "matmul call with {} arguments",
               args.size());
@@ -86,24 +123,6 @@ constexpr double kMinTaskFlops = 1 << 21;
 
 // --- one block of one product ---
 
-/// A matrix as a BLAS sees it: the transposed flag and the leading dimension.
-struct BlasLayout {
-  CBLAS_TRANSPOSE trans;
-  int64_t ld;
-};
-
-/// How a [rows, cols] matrix with these strides is passed to a row-major
-/// BLAS without copying, if it can be: rows apart by ld >= cols with unit
-/// columns (NoTrans), or a transposed contiguous view (Trans). Strides of
-/// size-1 dims do not matter.
-std::optional<BlasLayout> blasLayout(int64_t rows, int64_t cols, int64_t rowStride, int64_t colStride) {
-  if ((cols == 1 || colStride == 1) && (rows == 1 || rowStride >= cols))
-    return BlasLayout{CblasNoTrans, rows == 1 ? std::max<int64_t>(cols, 1) : std::max<int64_t>(rowStride, 1)};
-  if ((rows == 1 || rowStride == 1) && (cols == 1 || colStride >= rows))
-    return BlasLayout{CblasTrans, cols == 1 ? std::max<int64_t>(rows, 1) : std::max<int64_t>(colStride, 1)};
-  return std::nullopt;
-}
-
 /// A strided [rows, cols] matrix gathered to a contiguous one, converted to T.
 template <typename T, typename S>
 void gatherMatrix(const S* src, int64_t rows, int64_t cols, int64_t rowStride, int64_t colStride, std::vector<T>& dst) {
@@ -124,13 +143,15 @@ struct Block {
   int64_t m, n, k;
 };
 
+CBLAS_TRANSPOSE flag(BlasLayout l) { return l.transposed ? CblasTrans : CblasNoTrans; }
+
 void gemm(const Block& x, const float* a, BlasLayout la, const float* b, BlasLayout lb, float* c) {
-  cblas_sgemm(CblasRowMajor, la.trans, lb.trans, static_cast<blasint>(x.m), static_cast<blasint>(x.n),
+  cblas_sgemm(CblasRowMajor, flag(la), flag(lb), static_cast<blasint>(x.m), static_cast<blasint>(x.n),
               static_cast<blasint>(x.k), 1.0f, a, static_cast<blasint>(la.ld), b, static_cast<blasint>(lb.ld), 0.0f, c,
               static_cast<blasint>(x.ldc));
 }
 void gemm(const Block& x, const double* a, BlasLayout la, const double* b, BlasLayout lb, double* c) {
-  cblas_dgemm(CblasRowMajor, la.trans, lb.trans, static_cast<blasint>(x.m), static_cast<blasint>(x.n),
+  cblas_dgemm(CblasRowMajor, flag(la), flag(lb), static_cast<blasint>(x.m), static_cast<blasint>(x.n),
               static_cast<blasint>(x.k), 1.0, a, static_cast<blasint>(la.ld), b, static_cast<blasint>(lb.ld), 0.0, c,
               static_cast<blasint>(x.ldc));
 }
@@ -145,13 +166,13 @@ void blasBlock(const Block& x) {
   if (!la) {
     gatherMatrix(a, x.m, x.k, x.ars, x.acs, aCopy);
     a = aCopy.data();
-    la = BlasLayout{CblasNoTrans, std::max<int64_t>(x.k, 1)};
+    la = BlasLayout{false, std::max<int64_t>(x.k, 1)};
   }
   std::optional<BlasLayout> lb = blasLayout(x.k, x.n, x.brs, x.bcs);
   if (!lb) {
     gatherMatrix(b, x.k, x.n, x.brs, x.bcs, bCopy);
     b = bCopy.data();
-    lb = BlasLayout{CblasNoTrans, std::max<int64_t>(x.n, 1)};
+    lb = BlasLayout{false, std::max<int64_t>(x.n, 1)};
   }
   gemm(x, a, *la, b, *lb, static_cast<T*>(x.c));
 }
@@ -164,7 +185,7 @@ void halfBlock(const Block& x) {
   gatherMatrix(static_cast<const H*>(x.b), x.k, x.n, x.brs, x.bcs, b);
   Block f = x;
   f.ldc = x.n;
-  gemm(f, a.data(), {CblasNoTrans, std::max<int64_t>(x.k, 1)}, b.data(), {CblasNoTrans, std::max<int64_t>(x.n, 1)},
+  gemm(f, a.data(), BlasLayout{false, std::max<int64_t>(x.k, 1)}, b.data(), BlasLayout{false, std::max<int64_t>(x.n, 1)},
        c.data());
   H* out = static_cast<H*>(x.c);
   for (int64_t i = 0; i < x.m; ++i)
@@ -206,36 +227,6 @@ BlockFn blockFn(DType dtype) {
   return nullptr;
 }
 
-/// Drops batch dims of size 1, and folds the batch into the rows when b is
-/// one matrix for every batch and a's batch dims continue its rows.
-void simplifyBatch(MatmulCall& c) {
-  MatmulCall s = c;
-  s.batch.clear(), s.aBatchStrides.clear(), s.bBatchStrides.clear();
-  for (size_t d = 0; d < c.batch.size(); ++d) {
-    if (c.batch[d] == 1) continue;
-    s.batch.push_back(c.batch[d]);
-    s.aBatchStrides.push_back(c.aBatchStrides[d]);
-    s.bBatchStrides.push_back(c.bBatchStrides[d]);
-  }
-  c = std::move(s);
-  if (c.batch.empty()) return;
-  for (int64_t stride : c.bBatchStrides)
-    if (stride != 0) return;
-  // Rows of the folded a are rowStride apart: the batch dims must step by
-  // whole [M, K] blocks of such rows, innermost first.
-  const int64_t rowStride = c.m == 1 ? c.aBatchStrides.back() : c.aRowStride;
-  int64_t expected = c.m * rowStride;
-  for (size_t d = c.batch.size(); d-- > 0;) {
-    if (c.aBatchStrides[d] != expected) return;
-    expected *= c.batch[d];
-  }
-  int64_t rows = c.m;
-  for (int64_t size : c.batch) rows *= size;
-  c.m = rows;
-  c.aRowStride = rowStride;
-  c.batch.clear(), c.aBatchStrides.clear(), c.bBatchStrides.clear();
-}
-
 }  // namespace
 
 BlasThreading blasThreading() { return gThreading.load(std::memory_order_relaxed); }
@@ -260,7 +251,7 @@ void matmul(std::span<void* const> buffers, std::span<const int64_t> args) {
     std::memset(out, 0, static_cast<size_t>(batches * c.m * c.n * item));
     return;
   }
-  simplifyBatch(c);
+  c.simplifyBatch();
   for (int64_t v : {c.m, c.n, c.k, c.aRowStride, c.aColStride, c.bRowStride, c.bColStride})
     KILN_CHECK(v <= INT32_MAX, "matmul: a size or stride of {} is beyond what the BLAS takes (2^31 - 1)", v);
   batches = 1;

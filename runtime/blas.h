@@ -37,6 +37,7 @@
 
 #include <cstdint>
 #include <span>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,7 +60,23 @@ struct MatmulCall {
   /// As the step's integer arguments, and back.
   std::vector<int64_t> encode() const;
   static MatmulCall decode(std::span<const int64_t> args);
+
+  /// Drops batch dims of size 1, and folds the batch into the rows when b
+  /// is one matrix for every batch and a's batch dims continue its rows
+  /// (x·Wᵀ on a [B, T, D] input becomes one product of B·T rows). Every
+  /// backend's matmul starts with it (CPU, OpenCL, CUDA).
+  void simplifyBatch();
 };
+
+/// How a [rows, cols] matrix with these strides is passed to a row-major
+/// BLAS without copying, if it can be: rows apart by ld >= cols with unit
+/// columns (not transposed), or a transposed contiguous view (transposed).
+/// Strides of size-1 dims do not matter.
+struct BlasLayout {
+  bool transposed = false;
+  int64_t ld = 1;
+};
+std::optional<BlasLayout> blasLayout(int64_t rows, int64_t cols, int64_t rowStride, int64_t colStride);
 
 /// The library call (LibraryFn): buffers a, b, out; args MatmulCall::encode().
 void matmul(std::span<void* const> buffers, std::span<const int64_t> args);

@@ -61,10 +61,8 @@ int64_t product(const std::vector<int64_t>& sizes) {
   return n;
 }
 
-/// The CPU's batch folding (runtime/blas.cpp): drops batch dims of size 1,
-/// and folds the batch into the rows when b is one matrix for every batch
-/// and a's batch dims continue its rows. Then merges the batch dims that a,
-/// b and the contiguous result all walk as one.
+/// Merges the batch dims that a, b and the contiguous result all walk as
+/// one, then the CPU's batch folding (MatmulCall::simplifyBatch).
 void simplifyBatch(MatmulCall& c) {
   std::vector<int64_t> outStrides(c.batch.size());
   for (size_t d = c.batch.size(), stride = static_cast<size_t>(c.m * c.n); d-- > 0;) {
@@ -73,18 +71,7 @@ void simplifyBatch(MatmulCall& c) {
   }
   int64_t none = -1;
   mergeDims(c.batch, {&c.aBatchStrides, &c.bBatchStrides, &outStrides}, none);
-  if (c.batch.empty()) return;
-  for (int64_t stride : c.bBatchStrides)
-    if (stride != 0) return;
-  const int64_t rowStride = c.m == 1 ? c.aBatchStrides.back() : c.aRowStride;
-  int64_t expected = c.m * rowStride;
-  for (size_t d = c.batch.size(); d-- > 0;) {
-    if (c.aBatchStrides[d] != expected) return;
-    expected *= c.batch[d];
-  }
-  c.m *= product(c.batch);
-  c.aRowStride = rowStride;
-  c.batch.clear(), c.aBatchStrides.clear(), c.bBatchStrides.clear();
+  c.simplifyBatch();
 }
 
 /// The batch of `c` without its outermost dim.
@@ -121,20 +108,7 @@ void enqueueGemmKernel(int device, cl_command_queue queue, const MatmulCall& c, 
 
 #if KILN_HAVE_CLBLAST
 
-/// A matrix as CLBlast takes it, row-major: the transposed flag and the
-/// leading dim (runtime/blas.cpp's blasLayout).
-struct BlasLayout {
-  CLBlastTranspose trans;
-  int64_t ld;
-};
-
-std::optional<BlasLayout> blasLayout(int64_t rows, int64_t cols, int64_t rowStride, int64_t colStride) {
-  if ((cols == 1 || colStride == 1) && (rows == 1 || rowStride >= cols))
-    return BlasLayout{CLBlastTransposeNo, rows == 1 ? std::max<int64_t>(cols, 1) : std::max<int64_t>(rowStride, 1)};
-  if ((rows == 1 || rowStride == 1) && (cols == 1 || colStride >= rows))
-    return BlasLayout{CLBlastTransposeYes, cols == 1 ? std::max<int64_t>(rows, 1) : std::max<int64_t>(colStride, 1)};
-  return std::nullopt;
-}
+CLBlastTranspose flag(const BlasLayout& l) { return l.transposed ? CLBlastTransposeYes : CLBlastTransposeNo; }
 
 /// Frees the scratch buffers of one call once its work is enqueued: later
 /// work on the call's stream cannot overwrite them early (Note [Memory
@@ -200,15 +174,15 @@ void clblastGemm(const MatmulCall& c, cl_command_queue queue, BlasLayout la, Bla
   // No event is asked for: the work is ordered by the queue.
   CLBlastStatusCode status = CLBlastSuccess;
   if (c.dtype == DType::f32)
-    status = count == 0 ? CLBlastSgemm(CLBlastLayoutRowMajor, la.trans, lb.trans, m, n, k, 1.0f, a.mem, ao, lda, b.mem,
+    status = count == 0 ? CLBlastSgemm(CLBlastLayoutRowMajor, flag(la), flag(lb), m, n, k, 1.0f, a.mem, ao, lda, b.mem,
                                        bo, ldb, 0.0f, out.mem, co, n, &queue, nullptr)
-                        : CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, la.trans, lb.trans, m, n, k, 1.0f, a.mem,
+                        : CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, flag(la), flag(lb), m, n, k, 1.0f, a.mem,
                                                      ao, lda, as, b.mem, bo, ldb, bs, 0.0f, out.mem, co, n, cs, batches,
                                                      &queue, nullptr);
   else
-    status = count == 0 ? CLBlastDgemm(CLBlastLayoutRowMajor, la.trans, lb.trans, m, n, k, 1.0, a.mem, ao, lda, b.mem,
+    status = count == 0 ? CLBlastDgemm(CLBlastLayoutRowMajor, flag(la), flag(lb), m, n, k, 1.0, a.mem, ao, lda, b.mem,
                                        bo, ldb, 0.0, out.mem, co, n, &queue, nullptr)
-                        : CLBlastDgemmStridedBatched(CLBlastLayoutRowMajor, la.trans, lb.trans, m, n, k, 1.0, a.mem, ao,
+                        : CLBlastDgemmStridedBatched(CLBlastLayoutRowMajor, flag(la), flag(lb), m, n, k, 1.0, a.mem, ao,
                                                      lda, as, b.mem, bo, ldb, bs, 0.0, out.mem, co, n, cs, batches,
                                                      &queue, nullptr);
   KILN_CHECK(status == CLBlastSuccess,

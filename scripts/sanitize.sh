@@ -5,9 +5,14 @@
 # `unit`, `e2e` and `device` labels there. An ASan or UBSan report fails its test.
 # The lit, install and fuzz labels are not run here: lit and install drive
 # the same code through irdump and an installed copy, and the fuzzer has
-# sanitizers of its own. Extra arguments go to ctest, e.g.
+# sanitizers of its own. Nor are the tests whose time goes to NVRTC (an
+# uninstrumented compiler: GpuBuild.Nvrtc*, *CudaC*) or to exhaustive float
+# sweeps (*IsCorrectlyRounded, SinAndCos: the same code as the spot tests
+# of those formulas, which do run here), about a minute of the pass; build/
+# runs them all (docs/testing.md, CI time). Extra arguments go to ctest, e.g.
 #   scripts/sanitize.sh -R Chain
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 KILN_SANITIZE=address,undefined scripts/setup.sh test_binaries
-exec ctest --test-dir build-asan --output-on-failure -j "${KILN_JOBS:-2}" -L '^(unit|e2e|device)$' "$@"
+exec ctest --test-dir build-asan --output-on-failure -j "${KILN_JOBS:-2}" -L '^(unit|e2e|device)$' \
+  -E '(GpuBuild\.Nvrtc|CudaCOf|IsCorrectlyRounded|ScalarFormulasMath\.SinAndCos$)' "$@"

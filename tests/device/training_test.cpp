@@ -82,6 +82,23 @@ TEST_P(DeviceTraining, CompiledEqualsEagerThere) {
   EXPECT_TRUE(allClose(fused, f(x.cpu(), b.cpu()), 1e-5, 1e-6)) << "the reductions add in another order";
 }
 
+TEST_P(DeviceTraining, ReluDropoutLayerNormBackwardEqualsTheCpu) {
+  const Device dev = device();
+  auto run = [](Device d) {
+    Tensor x = values({8, 16}).to(d), w = values({16}, 0.5f).to(d), b = values({16}, 0.25f).to(d);
+    for (const Tensor* t : {&x, &w, &b}) t->setRequiresGrad();
+    manualSeed(11);
+    const Tensor y = layerNorm(dropout(kiln::relu(x), 0.1), {16}, w, b);
+    sum(y * values({8, 16}, 0.3f).to(d)).backward();
+    return std::vector<Tensor>{y, x.grad(), w.grad(), b.grad()};
+  };
+  const std::vector<Tensor> cpu = run(Device::cpu()), there = run(dev);
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    EXPECT_EQ(there[i].device(), dev);
+    EXPECT_TRUE(allClose(there[i], cpu[i], 1e-5, 1e-6)) << "result " << i;
+  }
+}
+
 TEST_P(DeviceTraining, ACompiledTrainingStepLaunchesTheCpusKernelCount) {
   const Device dev = device();
   auto kernelsOfAStep = [](Device d) {
