@@ -2,7 +2,7 @@
 # The sanitizer pass of CI: builds kiln and its unit and end-to-end tests
 # with AddressSanitizer and UndefinedBehaviorSanitizer into build-asan/
 # (scripts/setup.sh with KILN_SANITIZE; build/ is left alone) and runs the
-# `unit`, `e2e` and `device` labels there. An ASan or UBSan report fails its test.
+# `unit` and `e2e` labels there. An ASan or UBSan report fails its test.
 # The lit, install and fuzz labels are not run here: lit and install drive
 # the same code through irdump and an installed copy, and the fuzzer has
 # sanitizers of its own. Nor are the tests whose time goes to NVRTC (an
@@ -14,5 +14,5 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 KILN_SANITIZE=address,undefined scripts/setup.sh test_binaries
-exec ctest --test-dir build-asan --output-on-failure -j "${KILN_JOBS:-2}" -L '^(unit|e2e|device)$' \
+exec ctest --test-dir build-asan --output-on-failure -j "${KILN_JOBS:-2}" -L '^(unit|e2e)$' \
   -E '(GpuBuild\.Nvrtc|CudaCOf|IsCorrectlyRounded|ScalarFormulasMath\.SinAndCos$)' "$@"
