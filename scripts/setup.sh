@@ -23,7 +23,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # OpenCL device the tests build and run the OpenCL kernels on (PoCL's CPU
 # device); libclblast-dev the BLAS behind matmul on OpenCL devices.
 # libcli11-dev and nlohmann-json3-dev are the tools' command lines and
-# kiln-env's --json output (header-only).
+# kiln-env's --json output (header-only). libgloo-dev is the collective
+# engine of the distributed layer on CPU and OpenCL tensors (docs/distributed.md);
+# iproute2 makes the network namespaces of the two-host test.
 packages=(
   cmake ninja-build ccache g++ python3
   llvm-19-dev llvm-19-tools
@@ -31,6 +33,7 @@ packages=(
   libfmt-dev libgtest-dev libopenblas-dev
   ocl-icd-opencl-dev pocl-opencl-icd libclblast-dev
   libcli11-dev nlohmann-json3-dev
+  libgloo-dev iproute2
   zlib1g-dev libzstd-dev libedit-dev libxml2-dev libcurl4-openssl-dev libffi-dev
 )
 missing=()
