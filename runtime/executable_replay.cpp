@@ -285,7 +285,10 @@ std::unique_ptr<Recording> record(const Executable& exe, DeviceInterface& driver
       try {
         for (size_t k = s; k < e; ++k) enqueue(k);
       } catch (...) {
-        driver.endRecording(stream);
+        try {
+          driver.endRecording(stream);
+        } catch (...) {  // the first error is the one to report
+        }
         throw;
       }
       work = driver.endRecording(stream);
@@ -343,11 +346,15 @@ void replay(const Executable& exe, const Recording& rec, DeviceInterface& driver
 bool runReplayed(const Executable& exe, const std::vector<std::shared_ptr<Buffer>>& inputs,
                  const std::vector<int64_t>& inputOffsets, const HostInputs& host, const std::vector<DevicePtr>& base,
                  std::vector<std::shared_ptr<Buffer>>& results) {
-  if (!exe.replayCache || !graphReplayEnabled() || exe.steps.size() < 2) return false;
+  if (!exe.replayCache) return false;
   DeviceInterface& driver = deviceInterface(exe.device);
   ReplayCache& cache = *exe.replayCache;
   std::string why;
-  if (!driver.canRecord(&why)) {
+  if (!graphReplayEnabled())
+    why = "KILN_GRAPH_REPLAY=0";
+  else if (exe.steps.size() < 2)
+    why = "a program of one step";
+  if (!why.empty() || !driver.canRecord(&why)) {
     std::lock_guard lock(cache.mutex);
     cache.lastOff = why;
     return false;
@@ -394,7 +401,14 @@ bool runReplayed(const Executable& exe, const std::vector<std::shared_ptr<Buffer
                 sr.off);
     return false;
   }
-  sr.recording = record(exe, driver, stream, inputs, host, addresses, sr.moving, why);
+  try {
+    sr.recording = record(exe, driver, stream, inputs, host, addresses, sr.moving, why);
+  } catch (const Error& e) {
+    // A device that refuses a recording (a library call it cannot capture
+    // after all): the steps run one by one from now on.
+    why = fmt::format("recording failed: {}", e.what());
+    sr.recording.reset();
+  }
   if (!sr.recording) {
     sr.off = why;
     cache.lastOff = why;
