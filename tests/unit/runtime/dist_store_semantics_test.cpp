@@ -69,6 +69,11 @@ TEST_P(DistStoreSemantics, SetGetAddCheckDelete) {
   EXPECT_EQ(b->add("n", -10), -7);
   EXPECT_EQ(a->getString("n"), "-7");
   EXPECT_EQ(errorOf([&] { b->add("k", 1); }), "store: add to key k: its value is not a decimal integer");
+  a->set("big", bytes("9223372036854775807"));
+  EXPECT_EQ(errorOf([&] { b->add("big", 1); }),
+            "store: add to key big: 9223372036854775807 + 1 overflows a 64-bit integer");
+  EXPECT_EQ(a->add("big", -1), 9223372036854775806);
+  EXPECT_TRUE(b->deleteKey("big"));
   EXPECT_TRUE(b->check({"k", "n", "empty"}));
   EXPECT_FALSE(b->check({"k", "nope"}));
   EXPECT_EQ(a->numKeys(), 3);
