@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <regex>
@@ -332,6 +333,36 @@ TEST(KilnRun, WorkersMeetThroughTheAgentsStore) {
   ASSERT_EQ(run.finish(), 0) << run.err();
   for (int r = 0; r < 3; ++r)  // 0 + 1 + 4
     EXPECT_EQ(count(run.out(), "store ok rank " + std::to_string(r) + " source kiln-run sum 5"), 1u) << run.out();
+}
+
+TEST(KilnRun, LogDirTakesTheLinesUnprefixedAndTeeKeepsTheConsole) {
+  char dirTemplate[] = "/tmp/kiln-run-logs-XXXXXX";
+  ASSERT_NE(mkdtemp(dirTemplate), nullptr);
+  const std::string dir = dirTemplate;
+  for (bool tee : {false, true}) {
+    std::vector<std::string> args = {"--nproc-per-node", "2", "--log-dir", dir + (tee ? "/tee" : "/files")};
+    if (tee) args.push_back("--tee");
+    args.insert(args.end(), {KILN_RUN_WORKER, "--lines", "2", "--err-lines", "1"});
+    Launch run(args);
+    ASSERT_EQ(run.finish(), 0) << run.err();
+    auto read = [](const std::string& path) {
+      std::string text;
+      if (FILE* f = fopen(path.c_str(), "r")) {
+        char buffer[4096];
+        for (size_t n; (n = fread(buffer, 1, sizeof(buffer), f)) > 0;) text.append(buffer, n);
+        fclose(f);
+      }
+      return text;
+    };
+    const std::string rank1 = dir + (tee ? "/tee" : "/files") + "/attempt_0/rank_1/";
+    const std::string out = read(rank1 + "stdout.log");
+    EXPECT_EQ(out.substr(out.find('\n') + 1),  // after "pid N"
+              "out 1 0 " + std::string(40, 'a') + "\nout 1 1 " + std::string(40, 'b') + "\n");
+    EXPECT_EQ(read(rank1 + "stderr.log"), "err 1 0\n");
+    EXPECT_EQ(count(run.out(), "[rank 1]: out 1 "), tee ? 2u : 0u);
+    EXPECT_EQ(count(run.err(), "[rank 1]: err 1 0"), tee ? 1u : 0u);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(KilnRun, ArgumentsAreChecked) {

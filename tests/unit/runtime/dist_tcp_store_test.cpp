@@ -56,6 +56,16 @@ TEST(DistTcpStore, ServerAndClientsShareOneTable) {
   EXPECT_EQ(other->getString("n"), "3");  // the connection survives the error
 }
 
+TEST(DistTcpStore, AServerForAnotherHostNameListensOnEveryInterface) {
+  // Not a loopback name: the server listens on every interface (as PyTorch's
+  // does), so 127.0.0.1 reaches it too; the name itself is never resolved.
+  TCPStoreServer server("node0.invalid", 0);
+  auto c = client(server.port());
+  c->set("k", std::string("v"));
+  EXPECT_EQ(c->getString("k"), "v");
+  EXPECT_EQ(server.numConnections(), 1u);
+}
+
 TEST(DistTcpStore, GetTimesOutNamingTheKeyAndTheTimeout) {
   TCPStore server("127.0.0.1", 0, true, 200ms);
   const auto t0 = std::chrono::steady_clock::now();
