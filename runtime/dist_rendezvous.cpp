@@ -232,7 +232,8 @@ std::shared_ptr<Store> rendezvous(const RendezvousInfo& info, const std::string&
     std::string host = info.masterAddr;
     uint16_t port = info.masterPort;
     bool serve = info.rank == 0 && !info.useAgentStore;
-    if (initMethod.rfind("tcp://", 0) == 0) {
+    const bool explicitTcp = initMethod.rfind("tcp://", 0) == 0;
+    if (explicitTcp) {
       const std::string address = initMethod.substr(6);
       const size_t colon = address.rfind(':');
       KILN_CHECK(colon != std::string::npos && colon > 0, "rendezvous: init method '{}' is not tcp://host:port",
@@ -246,7 +247,10 @@ std::shared_ptr<Store> rendezvous(const RendezvousInfo& info, const std::string&
                  "rendezvous: unknown init method '{}' (expected env://, tcp://host:port or file:///path)", initMethod);
     }
     where = hostPort(host, port);
-    base = std::make_shared<TCPStore>(host, port, serve, timeout);
+    if (info.worldSize == 1 && !info.useAgentStore && !explicitTcp)
+      base = std::make_shared<HashStore>(timeout);  // env:// with nobody to meet: no port to take
+    else
+      base = std::make_shared<TCPStore>(host, port, serve, timeout);
   }
   auto store = std::make_shared<PrefixStore>(fmt::format("restart{}", info.restartCount), base);
   join(*store, info, where, timeout);

@@ -50,7 +50,8 @@ RendezvousInfo readEnvironment();
 /// a key and waits for all others', up to `timeout`: kiln::Error naming the
 /// ranks missing and the address otherwise). `initMethod`:
 ///   "env://"          MASTER_ADDR:MASTER_PORT from `info`; rank 0 serves,
-///                     unless info.useAgentStore (the launcher serves)
+///                     unless info.useAgentStore (the launcher serves); a
+///                     world of one process gets a HashStore (no port)
 ///   "tcp://host:port" that address; rank 0 serves
 ///   "file:///path"    a FileStore at /path (ranks of one machine)
 /// The store returned is a PrefixStore over the job's store, one prefix per

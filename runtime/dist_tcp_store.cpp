@@ -214,6 +214,9 @@ void TCPStoreServer::run() {
       Connection& c = conns.at(ids[i]);
       if ((ev & (POLLIN | POLLHUP | POLLERR)) && !fill(c)) c.dead = true;
       if ((ev & POLLOUT) && !flush(c)) c.dead = true;
+      // Hung up both ways (reset, or closed after our shutdown): nothing
+      // more can be said to it, and poll() would report it on every turn.
+      if (ev & (POLLHUP | POLLERR)) c.dead = true;
     }
     state.expire(then, outgoing);
     dispatch();

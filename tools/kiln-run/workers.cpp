@@ -100,13 +100,24 @@ WorkerGroup::WorkerGroup(const WorkerSpec& spec, int restart, SignalWatcher& sig
       w->out.log = std::make_unique<std::ofstream>(dir / "stdout.log");
       w->err.log = std::make_unique<std::ofstream>(dir / "stderr.log");
     }
-    std::map<std::string, std::string> env = spec.env;
-    env["RANK"] = env["ROLE_RANK"] = std::to_string(w->rank);
-    env["LOCAL_RANK"] = std::to_string(local);
-    std::vector<std::string> envList;
-    for (const auto& [k, v] : env) envList.push_back(k + "=" + v);
-    spawn(*w, envList);
     workers_.push_back(std::move(w));
+  }
+  // Nothing that can fail between two forks but fork itself; if it does,
+  // the workers already started are stopped (no destructor runs here).
+  try {
+    for (auto& w : workers_) {
+      std::map<std::string, std::string> env = spec.env;
+      env["RANK"] = env["ROLE_RANK"] = std::to_string(w->rank);
+      env["LOCAL_RANK"] = std::to_string(w->localRank);
+      std::vector<std::string> envList;
+      for (const auto& [k, v] : env) envList.push_back(k + "=" + v);
+      spawn(*w, envList);
+    }
+  } catch (...) {
+    stopping_ = true;
+    killRunning(SIGKILL);
+    reap(/*block=*/true);
+    throw;
   }
 }
 

@@ -291,6 +291,15 @@ TEST(DistRendezvous, FileInitMethodAcrossProcesses) {
   EXPECT_FALSE(std::filesystem::exists(path));  // the last one removed it
 }
 
+TEST(DistRendezvous, AWorldOfOneTakesNoPort) {
+  auto store = rendezvous(rankInfo(0, 1, kDefaultMasterPort), "env://", 100ms);
+  auto* prefix = dynamic_cast<PrefixStore*>(store.get());
+  ASSERT_TRUE(prefix);
+  EXPECT_NE(dynamic_cast<HashStore*>(prefix->base().get()), nullptr);
+  store->set("k", std::string("v"));
+  EXPECT_EQ(store->getString("k"), "v");
+}
+
 TEST(DistRendezvous, UnknownInitMethodsAreNamed) {
   EXPECT_EQ(errorOf([] { rendezvous(rankInfo(0, 1, 1), "redis://x", 100ms); }),
             "rendezvous: unknown init method 'redis://x' (expected env://, tcp://host:port or file:///path)");
