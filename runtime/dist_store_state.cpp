@@ -58,7 +58,7 @@ void StoreState::handle(ClientId client, const Request& request, Clock::time_poi
           if (w.missing.count(k)) reply.keys.push_back(k);
         break;
       }
-      park(client, std::move(w), out);
+      park(client, std::move(w));
       return;
     }
     case Query::kAdd: {
@@ -112,7 +112,7 @@ Reply StoreState::readyReply(const Waiter& w) const {
   return r;
 }
 
-void StoreState::park(ClientId client, Waiter w, std::vector<Outgoing>& out) {
+void StoreState::park(ClientId client, Waiter w) {
   for (const std::string& k : w.missing) waitingFor_[k].insert(client);
   deadlines_.insert({w.deadline, client});
   waiters_.emplace(client, std::move(w));

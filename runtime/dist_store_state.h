@@ -58,7 +58,7 @@ class StoreState {
   };
 
   void write(const std::string& key, Bytes value, std::vector<Outgoing>& out);
-  void park(ClientId client, Waiter w, std::vector<Outgoing>& out);
+  void park(ClientId client, Waiter w);
   wire::Reply readyReply(const Waiter& w) const;
   void unpark(ClientId client);
 
