@@ -209,14 +209,14 @@ std::string toJson(const Machine& machine, const std::vector<Result>& results) {
     field("eager_gflops", r.flops > 0 ? num(r.eagerGflops()) : "null");
     field("compiled_gflops", r.flops > 0 ? num(r.compiledGflops()) : "null");
     field("matches_eager", r.hasCompiled ? (r.matches ? "true" : "false") : "null");
-    field("replayed", r.replayMeasured ? (r.replayed ? "true" : "false") : "null");
-    field("compiled_no_replay_ms", num(r.compiledNoReplayMs));
-    field("kernels_compiled_no_replay", r.replayMeasured ? count(r.kernelsCompiledNoReplay) : "null");
-    field("replay_off", r.replayMeasured && !r.replayed ? str(r.replayOff) : "null");
     field("threads", std::to_string(machine.threads));
     field("cpu", str(machine.cpu));
     field("device", str(machine.device));
     field("blas", str(machine.blas));
+    field("replayed", r.replayMeasured ? (r.replayed ? "true" : "false") : "null");
+    field("compiled_no_replay_ms", num(r.compiledNoReplayMs));
+    field("kernels_compiled_no_replay", r.replayMeasured ? count(r.kernelsCompiledNoReplay) : "null");
+    field("replay_off", r.replayMeasured && !r.replayed ? str(r.replayOff) : "null");
     if (machine.torch) {
       const TorchInfo& t = *machine.torch;
       auto text = [](const std::string& s) { return s.empty() ? std::string("null") : str(s); };
