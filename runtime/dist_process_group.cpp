@@ -469,18 +469,13 @@ std::string ProcessGroup::failCall(const Call& call, const std::string& what, in
   } else {
     // The transport names nobody: wait a moment for the others' posts and
     // name the ranks that said nothing.
+    // A rank that posted anything is alive and failing too.
     std::vector<int> silent;
     for (;;) {
       silent.clear();
-      bool pending = false;
-      for (int r = 0; r < size_; ++r) {
-        if (r == rank_ || has(leftKey(r))) continue;
-        const auto p = post(r);
-        if (!p) silent.push_back(r);
-        if (p && !p->final) pending = true;
-      }
-      const auto now = clock::now();
-      if ((silent.empty() && !pending) || now >= patience || (now >= grace && !pending)) break;
+      for (int r = 0; r < size_; ++r)
+        if (r != rank_ && !has(leftKey(r)) && !post(r)) silent.push_back(r);
+      if (silent.empty() || clock::now() >= grace) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     for (int r = 0; r < size_ && culprit < 0; ++r)
@@ -492,7 +487,7 @@ std::string ProcessGroup::failCall(const Call& call, const std::string& what, in
       if (const auto p = post(r); p && p->final && p->culprit >= 0 && p->culprit != rank_) fromPost(r, *p);
     if (culprit < 0 && !silent.empty()) {
       if (silent.size() == 1) culprit = silent[0];
-      cause = fmt::format("{}no word from rank{} {} (stuck, dead, or not calling {})", timedOut ? "timed out: " : "",
+      cause = fmt::format("{} rank{} {} (stuck, dead, or not calling {})", timedOut ? "timed out waiting for" : "no word from",
                           silent.size() == 1 ? "" : "s", fmt::join(silent, ", "), awaited);
     }
     if (culprit < 0) cause = "every peer failed too, and none named a culprit";
