@@ -484,8 +484,13 @@ void GlooProcessGroup::postP2p(Task& task) {
       task.dataBuffer->send(call.peer, ::gloo::Slot::build(kDataSlot, tag));
     }
   } else {
-    // The data is received once the header matched (completeP2p).
+    // Both posted now, so that a peer's send completes whatever this rank's
+    // receive thread is waiting for.
     task.headerBuffer->recv(call.peer, ::gloo::Slot::build(kHeaderSlot, tag));
+    if (b.bytes() > 0) {
+      task.dataBuffer = context_->createUnboundBuffer(task.host, b.bytes());
+      task.dataBuffer->recv(call.peer, ::gloo::Slot::build(kDataSlot, tag));
+    }
   }
 }
 
@@ -499,18 +504,14 @@ void GlooProcessGroup::completeP2p(Task& task) {
   }
   if (!task.headerBuffer->waitRecv(timeout())) throw LocalError(aborted);
   if (std::string mismatch = findP2pMismatch(call, rank(), task.header); !mismatch.empty()) {
-    // The sender's data may still arrive for this tag: the group cannot be trusted.
+    // The sender's data, of another size, may still be on its way into
+    // this rank's posted receive: close the context before the memory goes.
     markBroken(mismatch);
+    closeContext();
     throw Error(mismatch);
   }
   const BufferRef& b = call.outputs[0];
   if (b.bytes() == 0) return;
-  {
-    std::lock_guard lock(contextMutex_);
-    KILN_CHECK(!contextClosed_, "{}", brokenMessage(call));
-    task.dataBuffer = context_->createUnboundBuffer(task.host, b.bytes());
-    task.dataBuffer->recv(call.peer, ::gloo::Slot::build(kDataSlot, static_cast<uint32_t>(call.tag)));
-  }
   if (!task.dataBuffer->waitRecv(timeout())) throw LocalError(aborted);
   if (!b.device.isCpu()) {
     const Stream& stream = streamFor(b.device, true);

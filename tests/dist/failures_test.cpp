@@ -209,6 +209,30 @@ TEST(DeadPeer, ASendWithoutAReceiverTimesOutNamingThePeer) {
       << e;
 }
 
+TEST(Mismatch, ASendAndARecvThatDisagreeAreReportedNotHung) {
+  auto groups = makeGroups(2, testOptions(2s));
+  std::vector<std::string> errors(2);
+  std::vector<double> took(2);
+  expectNoErrors(runRanks(2, [&](int r) {
+    const auto start = Clock::now();
+    if (r == 0) {
+      errors[0] = waitError(groups[0]->send(cpuBuffer(DType::f32, 4), 1));
+    } else {
+      errors[1] = waitError(groups[1]->recv(cpuBuffer(DType::f32, 8, {2, 4}), 0));
+    }
+    took[static_cast<size_t>(r)] = secondsSince(start);
+  }));
+  EXPECT_EQ(errors[1],
+            "recv: mismatch with rank 0 (tag 0): rank 0 called send(f32[4], to=1, tag=0), rank 1 called recv(f32[2,4], "
+            "from=0, tag=0)");
+  // Gloo delivered the 16 bytes into the 32-byte receive: the sender
+  // cannot tell; the receiver reports, and its group is broken (the data
+  // it got is not what it asked for).
+  EXPECT_EQ(errors[0], "no error");
+  EXPECT_TRUE(groups[1]->broken());
+  for (double t : took) EXPECT_LT(t, 3.0);
+}
+
 TEST(Shutdown, ShutdownAfterTheLastCallSparesSlowerPeers) {
   // Gloo resets connections when a context goes: a rank that leaves right
   // after its last call could fail a slower peer's call (DIST_NOTES' exit
