@@ -167,11 +167,13 @@ void ProcessGroup::abort() const {
 
 void init(const std::string& backend, const InitOptions& options) {
   std::lock_guard lock(defaultMutex());
-  KILN_CHECK(!defaultSlot().isMember(), "dist::init: the default process group exists already (rank {} of {}); call "
-                                        "dist::destroyProcessGroup() first",
+  KILN_CHECK(!defaultSlot().isMember(),
+             "dist::init: the default process group exists already (rank {} of {}); call "
+             "dist::destroyProcessGroup() first",
              defaultSlot().rank(), defaultSlot().size());
-  KILN_CHECK(options.store, "dist::init: no store to meet through (give InitOptions::store: a TCPStore, a FileStore "
-                            "or, for ranks that are threads, a HashStore)");
+  KILN_CHECK(options.store,
+             "dist::init: no store to meet through (give InitOptions::store: a TCPStore, a FileStore "
+             "or, for ranks that are threads, a HashStore)");
   const int rank = fromEnvironment("RANK", options.rank);
   const int worldSize = fromEnvironment("WORLD_SIZE", options.worldSize);
   const char* restart = std::getenv("KILN_RESTART_COUNT");

@@ -23,6 +23,8 @@
 // enqueues after wait() sees it (PyTorch's contract: use the tensors only
 // after wait()). The buffers are recorded as used on the group's stream
 // (Note [Memory belongs to a stream]), and the Work holds them until done.
+#include "runtime/dist_gloo.h"
+
 #include <fmt/format.h>
 
 #include <cstdlib>
@@ -32,7 +34,6 @@
 #include <thread>
 
 #include "runtime/dist_fingerprint.h"
-#include "runtime/dist_gloo.h"
 #include "runtime/dist_process_group.h"
 #include "runtime/error.h"
 
@@ -105,7 +106,7 @@ struct LocalError : std::runtime_error {
 
 constexpr uint8_t kHeaderSlot = 0x40, kDataSlot = 0x41;
 
-std::shared_ptr<::gloo::transport::Device> makeDevice(const ProcessGroupOptions& options) {
+std::shared_ptr< ::gloo::transport::Device> makeDevice(const ProcessGroupOptions& options) {
   ::gloo::transport::tcp::attr attr;
   if (!options.hostname.empty()) {
     attr.hostname = options.hostname;
@@ -148,7 +149,7 @@ struct Task {
   std::optional<Event> ready;  ///< recorded on the caller's stream (device buffers)
   // Sends and receives.
   Fingerprint header;
-  std::unique_ptr<::gloo::transport::UnboundBuffer> headerBuffer, dataBuffer;
+  std::unique_ptr< ::gloo::transport::UnboundBuffer> headerBuffer, dataBuffer;
   void* host = nullptr;  ///< the data on the host: the buffer itself (cpu) or pinned
   bool pinned = false;
   ~Task() {
@@ -210,11 +211,11 @@ class GlooProcessGroup final : public ProcessGroup {
                        opKindName(call.kind), rank(), size());
   }
 
-  std::shared_ptr<::gloo::rendezvous::Context> context_;
+  std::shared_ptr< ::gloo::rendezvous::Context> context_;
   std::unique_ptr<GlooOps> ops_;
   std::mutex queueMutex_;
   std::condition_variable queueChanged_;
-  std::deque<std::shared_ptr<Task>> queue_, p2pQueue_;
+  std::deque<std::shared_ptr<Task> > queue_, p2pQueue_;
   bool stopping_ = false;
   std::thread worker_, p2pWorker_;
   std::mutex streamsMutex_;
@@ -230,7 +231,8 @@ void GlooProcessGroup::connect() {
   std::vector<int> missing;
   const auto deadline = std::chrono::steady_clock::now() + timeout();
   for (int r = 0; r < size(); ++r) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     try {
       store()->wait({fmt::format("kiln/gloo/joined/{}", r)}, std::max(left, std::chrono::milliseconds(1)));
     } catch (const Error&) {
@@ -241,7 +243,7 @@ void GlooProcessGroup::connect() {
              size(), fmt::join(missing, ", "), timeout().count());
   try {
     auto device = makeDevice(options());
-    context_ = std::make_shared<::gloo::rendezvous::Context>(rank(), size());
+    context_ = std::make_shared< ::gloo::rendezvous::Context>(rank(), size());
     context_->setTimeout(timeout());
     StoreBridge bridge(std::make_shared<PrefixStore>("kiln/gloo/mesh", store()));
     context_->connectFullMesh(bridge, device);

@@ -41,8 +41,7 @@ class GlooOps {
   /// each of call.inputs and call.outputs (the same address where they are
   /// the same buffer). `useCache`: every rank has the algorithms cached;
   /// `mayCache`: keep newly built ones for later calls.
-  void run(const Call& call, const std::vector<void*>& in, const std::vector<void*>& out, bool useCache,
-           bool mayCache);
+  void run(const Call& call, const std::vector<void*>& in, const std::vector<void*>& out, bool useCache, bool mayCache);
 
  private:
   /// What identifies a cached algorithm: kind, dtype, reduce op, root,

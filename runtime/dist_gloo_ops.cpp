@@ -155,11 +155,7 @@ void divideInPlace(void* data, int64_t numel, DType dtype, int divisor) {
 
 GlooOps::GlooOps(std::shared_ptr<::gloo::Context> context, int rank, int size, int64_t maxElementsPerCall,
                  std::chrono::milliseconds timeout)
-    : context_(std::move(context)),
-      rank_(rank),
-      size_(size),
-      maxElements_(maxElementsPerCall),
-      timeout_(timeout) {
+    : context_(std::move(context)), rank_(rank), size_(size), maxElements_(maxElementsPerCall), timeout_(timeout) {
   if (!context_) return;
   for (int i = 0; i < 2; ++i) {
     fpOut_[i].resize(static_cast<size_t>(size));
@@ -219,7 +215,11 @@ std::optional<GlooOps::Key> GlooOps::keyOf(const Call& call, const std::vector<v
   if (s.numel == 0 || s.bytes() > kCacheBytes || s.numel > pieceElements(call)) return std::nullopt;
   // reduce_scatter works on its own staging: the inputs' addresses do not matter.
   std::vector<void*> where = call.kind == OpKind::reduceScatter ? std::vector<void*>{} : in;
-  return Key{static_cast<int>(call.kind), static_cast<int>(s.dtype), static_cast<int>(call.op), call.root, s.numel,
+  return Key{static_cast<int>(call.kind),
+             static_cast<int>(s.dtype),
+             static_cast<int>(call.op),
+             call.root,
+             s.numel,
              std::move(where)};
 }
 
@@ -334,13 +334,13 @@ void GlooOps::broadcast(const Call& call, void* data, bool useCache, bool mayCac
   for (int64_t at = 0; at < s.numel; at += piece) {
     Entry scratch;
     Entry& e = entryFor(call, {data}, useCache, mayCache, scratch);
-    if (!e.algorithm) build(e, call, static_cast<char*>(data) + static_cast<size_t>(at) * item, std::min(piece, s.numel - at));
+    if (!e.algorithm)
+      build(e, call, static_cast<char*>(data) + static_cast<size_t>(at) * item, std::min(piece, s.numel - at));
     e.algorithm->run();
   }
 }
 
-void GlooOps::allGather(const Call& call, const void* in, const std::vector<void*>& out, bool useCache,
-                        bool mayCache) {
+void GlooOps::allGather(const Call& call, const void* in, const std::vector<void*>& out, bool useCache, bool mayCache) {
   const BufferRef& s = call.inputs[0];
   const int64_t piece = pieceElements(call);
   const size_t item = static_cast<size_t>(itemSize(s.dtype));
@@ -357,8 +357,7 @@ void GlooOps::allGather(const Call& call, const void* in, const std::vector<void
   }
 }
 
-void GlooOps::reduceScatter(const Call& call, const std::vector<void*>& in, void* out, bool useCache,
-                            bool mayCache) {
+void GlooOps::reduceScatter(const Call& call, const std::vector<void*>& in, void* out, bool useCache, bool mayCache) {
   const BufferRef& s = call.outputs[0];
   const int64_t piece = pieceElements(call);
   const size_t item = static_cast<size_t>(itemSize(s.dtype));

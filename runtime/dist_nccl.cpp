@@ -82,12 +82,13 @@ namespace {
 /// NCCL's entry points, resolved once from libnccl.so.2.
 struct NcclApi {
   std::string error;
-#define KILN_NCCL_ENTRIES(X)                                                                                      \
-  X(ncclGetVersion)                                                                                               \
-  X(ncclGetUniqueId)                                                                                              \
-  X(ncclCommInitRankConfig) X(ncclAllReduce) X(ncclBroadcast) X(ncclAllGather) X(ncclReduceScatter) X(ncclSend) \
-      X(ncclRecv) X(ncclGroupStart) X(ncclGroupEnd) X(ncclCommAbort) X(ncclCommDestroy) X(ncclCommGetAsyncError)  \
-          X(ncclGetErrorString) X(ncclGetLastError)
+#define KILN_NCCL_ENTRIES(X)                                                                                        \
+  X(ncclGetVersion)                                                                                                 \
+  X(ncclGetUniqueId)                                                                                                \
+  X(ncclCommInitRankConfig)                                                                                         \
+  X(ncclAllReduce) X(ncclBroadcast) X(ncclAllGather) X(ncclReduceScatter) X(ncclSend) X(ncclRecv) X(ncclGroupStart) \
+      X(ncclGroupEnd) X(ncclCommAbort) X(ncclCommDestroy) X(ncclCommGetAsyncError) X(ncclGetErrorString)            \
+          X(ncclGetLastError)
 #define KILN_NCCL_FIELD(fn) decltype(&::fn) fn = nullptr;
   KILN_NCCL_ENTRIES(KILN_NCCL_FIELD)
 #undef KILN_NCCL_FIELD
@@ -103,7 +104,7 @@ const NcclApi& api() {
       return t;
     }
     std::string why;
-#define KILN_NCCL_RESOLVE(fn)                                                 \
+#define KILN_NCCL_RESOLVE(fn)                                         \
   t.fn = reinterpret_cast<decltype(t.fn)>(library.symbol(#fn, &why)); \
   if (!t.fn && t.error.empty()) t.error = fmt::format("nccl: {} lacks {}: {}", library.name(), #fn, why);
     KILN_NCCL_ENTRIES(KILN_NCCL_RESOLVE)
@@ -152,7 +153,7 @@ struct InFlight {
   std::shared_ptr<Call> call;
   Event end;
   std::chrono::steady_clock::time_point started;
-  std::vector<std::shared_ptr<Buffer>> temporaries;
+  std::vector<std::shared_ptr<Buffer> > temporaries;
 };
 
 class NcclProcessGroup final : public ProcessGroup {
@@ -167,8 +168,8 @@ class NcclProcessGroup final : public ProcessGroup {
     if (debugLevel() != DebugLevel::off && size > 1 && glooAvailable(nullptr)) {
       ProcessGroupOptions helper = options;
       helper.debug = DebugLevel::off;
-      checker_ = createGlooProcessGroup(std::make_shared<PrefixStore>("kiln/nccl/check", this->store()), rank, size,
-                                        helper);
+      checker_ =
+          createGlooProcessGroup(std::make_shared<PrefixStore>("kiln/nccl/check", this->store()), rank, size, helper);
     }
     formCommunicator();
     stream_ = Stream::create(device_);
@@ -228,9 +229,10 @@ void NcclProcessGroup::formCommunicator() {
     if (state == ncclInProgress && std::chrono::steady_clock::now() > deadline) {
       api().ncclCommAbort(comm_);
       comm_ = nullptr;
-      fail("init_process_group: nccl rank {} of {}: the communicator did not form within {} ms (a rank did not "
-           "join)",
-           rank(), size(), timeout().count());
+      fail(
+          "init_process_group: nccl rank {} of {}: the communicator did not form within {} ms (a rank did not "
+          "join)",
+          rank(), size(), timeout().count());
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -249,11 +251,12 @@ void NcclProcessGroup::checkSignature(const Call& call) {
   std::memcpy(in->hostData(), &mine, sizeof(Fingerprint));
   std::vector<BufferRef> outs;
   for (int r = 0; r < size(); ++r)
-    outs.push_back(BufferRef::of(allocateBuffer(Device::cpu(), sizeof(Fingerprint)), 0, sizeof(Fingerprint),
-                                 DType::boolean));
+    outs.push_back(
+        BufferRef::of(allocateBuffer(Device::cpu(), sizeof(Fingerprint)), 0, sizeof(Fingerprint), DType::boolean));
   checker_->allGather(outs, BufferRef::of(in, 0, sizeof(Fingerprint), DType::boolean))->wait();
   std::vector<Fingerprint> all(static_cast<size_t>(size()));
-  for (int r = 0; r < size(); ++r) std::memcpy(&all[static_cast<size_t>(r)], outs[static_cast<size_t>(r)].buffer->hostData(), sizeof(Fingerprint));
+  for (int r = 0; r < size(); ++r)
+    std::memcpy(&all[static_cast<size_t>(r)], outs[static_cast<size_t>(r)].buffer->hostData(), sizeof(Fingerprint));
   const std::string mismatch = findMismatch(call, all);
   KILN_CHECK(mismatch.empty(), "{}", mismatch);
   if (debugLevel() == DebugLevel::detail) store()->deleteKey(signatureKey(call.sequence, rank()));
@@ -274,19 +277,19 @@ void NcclProcessGroup::enqueue(const Call& call, InFlight& flight) {
   switch (call.kind) {
     case OpKind::allReduce:
       ncclCheck(api().ncclAllReduce(address(call.inputs[0]), address(call.inputs[0]), count, type,
-                                ncclOp(call.op, subject->dtype), comm_, s),
-            "ncclAllReduce", comm_);
+                                    ncclOp(call.op, subject->dtype), comm_, s),
+                "ncclAllReduce", comm_);
       break;
     case OpKind::broadcast:
       ncclCheck(api().ncclBroadcast(address(call.inputs[0]), address(call.inputs[0]), count, type, call.root, comm_, s),
-            "ncclBroadcast", comm_);
+                "ncclBroadcast", comm_);
       break;
     case OpKind::allGather: {
       const size_t bytes = subject->bytes();
       auto gathered = temporary(bytes * static_cast<size_t>(size()));
       ncclCheck(api().ncclAllGather(address(call.inputs[0]), reinterpret_cast<void*>(cuda::pointerOf(gathered->ptr())),
-                                count, type, comm_, s),
-            "ncclAllGather", comm_);
+                                    count, type, comm_, s),
+                "ncclAllGather", comm_);
       for (int r = 0; r < size(); ++r)
         driver.copyDeviceToDevice(call.outputs[static_cast<size_t>(r)].ptr(),
                                   gathered->ptr(static_cast<size_t>(r) * bytes), bytes, stream_.handle());
@@ -296,20 +299,21 @@ void NcclProcessGroup::enqueue(const Call& call, InFlight& flight) {
       const size_t bytes = subject->bytes();
       auto packed = temporary(bytes * static_cast<size_t>(size()));
       for (int r = 0; r < size(); ++r)
-        driver.copyDeviceToDevice(packed->ptr(static_cast<size_t>(r) * bytes), call.inputs[static_cast<size_t>(r)].ptr(),
-                                  bytes, stream_.handle());
-      ncclCheck(api().ncclReduceScatter(reinterpret_cast<void*>(cuda::pointerOf(packed->ptr())), address(call.outputs[0]),
-                                    count, type, ncclOp(call.op, subject->dtype), comm_, s),
-            "ncclReduceScatter", comm_);
+        driver.copyDeviceToDevice(packed->ptr(static_cast<size_t>(r) * bytes),
+                                  call.inputs[static_cast<size_t>(r)].ptr(), bytes, stream_.handle());
+      ncclCheck(
+          api().ncclReduceScatter(reinterpret_cast<void*>(cuda::pointerOf(packed->ptr())), address(call.outputs[0]),
+                                  count, type, ncclOp(call.op, subject->dtype), comm_, s),
+          "ncclReduceScatter", comm_);
       break;
     }
     case OpKind::allToAll:
       ncclCheck(api().ncclGroupStart(), "ncclGroupStart");
       for (int r = 0; r < size(); ++r) {
         ncclCheck(api().ncclSend(address(call.inputs[static_cast<size_t>(r)]), count, type, r, comm_, s), "ncclSend",
-              comm_);
+                  comm_);
         ncclCheck(api().ncclRecv(address(call.outputs[static_cast<size_t>(r)]), count, type, r, comm_, s), "ncclRecv",
-              comm_);
+                  comm_);
       }
       ncclCheck(api().ncclGroupEnd(), "ncclGroupEnd");
       break;
@@ -324,8 +328,8 @@ void NcclProcessGroup::enqueue(const Call& call, InFlight& flight) {
       const float zero = 0;
       driver.fill(one->ptr(), sizeof(float), &zero, sizeof(float), stream_.handle());
       ncclCheck(api().ncclAllReduce(address(BufferRef::of(one, 0, 1, DType::f32)),
-                                address(BufferRef::of(one, 0, 1, DType::f32)), 1, ncclFloat32, ncclSum, comm_, s),
-            "ncclAllReduce", comm_);
+                                    address(BufferRef::of(one, 0, 1, DType::f32)), 1, ncclFloat32, ncclSum, comm_, s),
+                "ncclAllReduce", comm_);
       break;
     }
   }

@@ -285,8 +285,8 @@ void ProcessGroup::check(const Call& call) const {
   switch (call.kind) {
     case OpKind::allReduce: reduction(); break;
     case OpKind::broadcast:
-      KILN_CHECK(call.root >= 0 && call.root < size_, "broadcast: root {} is not a rank of this group of {}",
-                 call.root, size_);
+      KILN_CHECK(call.root >= 0 && call.root < size_, "broadcast: root {} is not a rank of this group of {}", call.root,
+                 size_);
       break;
     case OpKind::allGather: sameCount(call.outputs, call.inputs[0].numel, "output"); break;
     case OpKind::reduceScatter:
@@ -309,12 +309,15 @@ void ProcessGroup::check(const Call& call) const {
 }
 
 std::shared_ptr<Work> ProcessGroup::submit(std::shared_ptr<Call> call) {
-  KILN_CHECK(!closed_, "{}: the {} process group (rank {} of {}) has been shut down", opKindName(call->kind),
-             backend_, rank_, size_);
+  KILN_CHECK(!closed_, "{}: the {} process group (rank {} of {}) has been shut down", opKindName(call->kind), backend_,
+             rank_, size_);
   check(*call);
   KILN_CHECK(!broken(), "{}", brokenMessage(*call));
+  // Numbered and started under one lock: calls from several threads reach
+  // the backend in the order of their numbers.
+  std::lock_guard lock(submitMutex_);
   {
-    std::lock_guard lock(mutex_);
+    std::lock_guard numbers(mutex_);
     call->sequence = call->isCollective() ? ++sequence_ : ++p2pSequence_[call->peer];
   }
   call->work = std::make_shared<Work>(call->kind, call->sequence, call->describe(), timeout());
@@ -487,16 +490,17 @@ std::string ProcessGroup::failCall(const Call& call, const std::string& what, in
       if (const auto p = post(r); p && p->final && p->culprit >= 0 && p->culprit != rank_) fromPost(r, *p);
     if (culprit < 0 && !silent.empty()) {
       if (silent.size() == 1) culprit = silent[0];
-      cause = fmt::format("{} rank{} {} (stuck, dead, or not calling {})", timedOut ? "timed out waiting for" : "no word from",
-                          silent.size() == 1 ? "" : "s", fmt::join(silent, ", "), awaited);
+      cause = fmt::format("{} rank{} {} (stuck, dead, or not calling {})",
+                          timedOut ? "timed out waiting for" : "no word from", silent.size() == 1 ? "" : "s",
+                          fmt::join(silent, ", "), awaited);
     }
     if (culprit < 0) cause = "every peer failed too, and none named a culprit";
   }
   publish(culprit, true, cause);
-  const std::string where = call.isCollective() ? fmt::format("sequence {}", call.sequence)
-                                                : fmt::format("{} {} rank {} (tag {})", op,
-                                                              call.kind == OpKind::send ? "to" : "from", call.peer,
-                                                              call.tag);
+  const std::string where =
+      call.isCollective()
+          ? fmt::format("sequence {}", call.sequence)
+          : fmt::format("{} {} rank {} (tag {})", op, call.kind == OpKind::send ? "to" : "from", call.peer, call.tag);
   const std::string message = fmt::format("{}: {} failed on rank {} of {} ({}, timeout {} ms): {}; {}", op, where,
                                           rank_, size_, backend_, timeout().count(), cause, what);
   markBroken(message);
@@ -508,13 +512,15 @@ std::string ProcessGroup::failCall(const Call& call, const std::string& what, in
 std::string deviceMismatchMessage(const std::string& backend, OpKind kind, const BufferRef& buffer) {
   const std::string_view op = opKindName(kind);
   if (backend == "gloo" && buffer.device.isCuda())
-    return fmt::format("{}: the gloo backend runs on cpu and opencl tensors, got {} (use the nccl backend for cuda "
-                       "tensors)",
-                       op, buffer.str(true));
+    return fmt::format(
+        "{}: the gloo backend runs on cpu and opencl tensors, got {} (use the nccl backend for cuda "
+        "tensors)",
+        op, buffer.str(true));
   if (backend == "nccl" && !buffer.device.isCuda())
-    return fmt::format("{}: the nccl backend runs on cuda tensors, got {} (use the gloo backend for cpu and opencl "
-                       "tensors)",
-                       op, buffer.str(true));
+    return fmt::format(
+        "{}: the nccl backend runs on cuda tensors, got {} (use the gloo backend for cpu and opencl "
+        "tensors)",
+        op, buffer.str(true));
   return {};
 }
 

@@ -251,6 +251,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   const int rank_, size_;
   const ProcessGroupOptions options_;
   const DebugLevel debug_;
+  std::mutex submitMutex_;
   std::mutex mutex_;
   uint64_t sequence_ = 0;                ///< of the last collective
   std::map<int, uint64_t> p2pSequence_;  ///< per peer

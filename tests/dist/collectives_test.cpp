@@ -1,9 +1,8 @@
 // Every collective of the gloo backend, for every dtype and reduce op, on
 // 2, 3 and 4 ranks (threads), against the same computation done locally;
 // calls split in pieces; a group of one rank.
-#include <gtest/gtest.h>
-
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include "tests/dist/harness.h"
 

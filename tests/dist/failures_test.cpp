@@ -152,7 +152,6 @@ TEST(DeadPeer, ARankThatLeavesIsNamedByEverySurvivor) {
               std::string::npos)
         << errors[static_cast<size_t>(r)];
     EXPECT_LT(took[static_cast<size_t>(r)], 3.0) << "within the timeout + 1 s";
-    std::printf("DEBUG %s (%.2f s)\n", errors[static_cast<size_t>(r)].c_str(), took[static_cast<size_t>(r)]);
   }
   // The rank that left: its own later calls fail at once.
   EXPECT_EQ(errorOf([&] { groups[2]->barrier(); }), "barrier: the gloo process group (rank 2 of 3) has been shut down");
@@ -178,13 +177,13 @@ TEST(DeadPeer, ARankThatStopsCallingIsNamedWithinTheTimeout) {
   }));
   for (int r = 0; r < 2; ++r) {
     const std::string& e = errors[static_cast<size_t>(r)];
-    EXPECT_EQ(e.rfind("all_reduce: sequence 1 failed on rank " + std::to_string(r) + " of 3 (gloo, timeout 1000 ms): ", 0),
-              0u)
+    EXPECT_EQ(
+        e.rfind("all_reduce: sequence 1 failed on rank " + std::to_string(r) + " of 3 (gloo, timeout 1000 ms): ", 0),
+        0u)
         << e;
     EXPECT_NE(e.find("timed out waiting for rank 2 (stuck, dead, or not calling all_reduce)"), std::string::npos) << e;
     EXPECT_LT(took[static_cast<size_t>(r)], 2.0) << "within the timeout + 1 s";
     EXPECT_GT(took[static_cast<size_t>(r)], 0.9) << "not before the timeout";
-    std::printf("DEBUG %s (%.2f s)\n", e.c_str(), took[static_cast<size_t>(r)]);
   }
 }
 
@@ -192,8 +191,8 @@ TEST(DeadPeer, ARankThatNeverJoinsIsNamedAtRendezvous) {
   auto store = std::make_shared<rd::HashStore>();
   const auto errors = runRanks(2, [&](int r) { rd::createProcessGroup("gloo", store, r, 3, testOptions(500ms)); });
   for (int r = 0; r < 2; ++r)
-    EXPECT_EQ(errors[static_cast<size_t>(r)], "init_process_group: gloo rank " + std::to_string(r) +
-                                                  " of 3: rank(s) 2 did not join within 500 ms");
+    EXPECT_EQ(errors[static_cast<size_t>(r)],
+              "init_process_group: gloo rank " + std::to_string(r) + " of 3: rank(s) 2 did not join within 500 ms");
 }
 
 TEST(DeadPeer, ASendWithoutAReceiverTimesOutNamingThePeer) {

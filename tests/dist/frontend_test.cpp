@@ -49,7 +49,8 @@ TEST(Frontend, CollectivesOnTensors) {
     std::vector<Tensor> gathered;  // empty: made like the input
     g.allGather(gathered, full({2}, me, DType::f64)).wait();
     ASSERT_EQ(gathered.size(), 3u);
-    for (int k = 0; k < n; ++k) EXPECT_EQ(gathered[static_cast<size_t>(k)].toVector<double>(), std::vector<double>(2, k));
+    for (int k = 0; k < n; ++k)
+      EXPECT_EQ(gathered[static_cast<size_t>(k)].toVector<double>(), std::vector<double>(2, k));
 
     Tensor part = zeros({2});
     g.reduceScatter(part, {full({2}, me), full({2}, 10 * me), full({2}, 100 * me)}, kiln::dist::ReduceOp::max).wait();

@@ -1,8 +1,7 @@
 // Process groups as objects: sub-groups, asynchronous Work, argument
 // checks, and the backends' availability (NCCL without a GPU here).
-#include <gtest/gtest.h>
-
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include "tests/common/error_of.h"
 #include "tests/dist/harness.h"
@@ -94,9 +93,13 @@ TEST(Arguments, EveryCollectiveChecksWhatItIsGiven) {
   rd::ProcessGroup& g = *groups[0];
   rd::BufferRef f = cpuBuffer(DType::f32, 4), d = cpuBuffer(DType::f64, 4), ints = cpuBuffer(DType::i32, 4);
   EXPECT_EQ(errorOf([&] { g.allGather({f}, f); }), "all_gather: expected 2 output tensors (one per rank), got 1");
-  EXPECT_EQ(errorOf([&] { g.allGather({f, cpuBuffer(DType::f32, 3)}, f); }),
+  EXPECT_EQ(errorOf([&] {
+              g.allGather({f, cpuBuffer(DType::f32, 3)}, f);
+            }),
             "all_gather: expected every output tensor to hold 4 elements, got f32[3]@cpu");
-  EXPECT_EQ(errorOf([&] { g.allGather({f, d}, f); }),
+  EXPECT_EQ(errorOf([&] {
+              g.allGather({f, d}, f);
+            }),
             "all_gather: expected every tensor of one dtype, got f32[4]@cpu and f64[4]@cpu");
   EXPECT_EQ(errorOf([&] { g.reduceScatter(f, {f}); }),
             "reduce_scatter: expected 2 input tensors (one per rank), got 1");
@@ -145,7 +148,6 @@ TEST(Nccl, WithoutAGpuTheBackendSaysSo) {
   auto store = std::make_shared<rd::HashStore>();
   const std::string e = errorOf([&] { rd::createProcessGroup("nccl", store, 0, 1); });
   EXPECT_EQ(e, why);
-  std::printf("DEBUG %s\n", e.c_str());
 }
 
 TEST(Nccl, EachBackendRefusesTheOthersTensors) {

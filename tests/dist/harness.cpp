@@ -63,9 +63,8 @@ std::vector<std::shared_ptr<rd::ProcessGroup>> makeGroups(int n, const rd::Proce
                                                           std::shared_ptr<rd::Store> store) {
   if (!store) store = std::make_shared<rd::HashStore>(options.timeout);
   std::vector<std::shared_ptr<rd::ProcessGroup>> groups(static_cast<size_t>(n));
-  const auto errors = runRanks(n, [&](int r) {
-    groups[static_cast<size_t>(r)] = rd::createProcessGroup("gloo", store, r, n, options);
-  });
+  const auto errors = runRanks(
+      n, [&](int r) { groups[static_cast<size_t>(r)] = rd::createProcessGroup("gloo", store, r, n, options); });
   for (size_t r = 0; r < errors.size(); ++r)
     if (!errors[r].empty()) throw Error("making rank " + std::to_string(r) + ": " + errors[r]);
   return groups;

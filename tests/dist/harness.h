@@ -24,7 +24,7 @@ namespace rd = ::kiln::runtime::dist;
 using namespace std::chrono_literals;
 
 /// Every dtype kiln has, for the sweeps.
-inline constexpr DType kAllDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16,
+inline constexpr DType kAllDTypes[] = {DType::f32, DType::f64, DType::f16,    DType::bf16,
                                        DType::i32, DType::i64, DType::boolean};
 inline constexpr rd::ReduceOp kAllOps[] = {rd::ReduceOp::sum, rd::ReduceOp::avg, rd::ReduceOp::min, rd::ReduceOp::max,
                                            rd::ReduceOp::product};

@@ -95,7 +95,9 @@ TEST_F(OpenCL, CpuAndOpenCLTensorsCannotMeetInOneCall) {
   Stream stream = Stream::create(kDevice);
   rd::BufferRef dev = deviceValues(4, 0, 0, stream);
   rd::BufferRef cpu = cpuBuffer(DType::f32, 4);
-  EXPECT_EQ(errorOf([&] { groups[0]->allGather({cpu, dev}, cpu); }),
+  EXPECT_EQ(errorOf([&] {
+              groups[0]->allGather({cpu, dev}, cpu);
+            }),
             "all_gather: expected every tensor on one device, got f32[4]@cpu and f32[4]@opencl:0");
 }
 
