@@ -207,7 +207,7 @@ class GlooProcessGroup final : public ProcessGroup {
   void waitFor(const Event& event, const Call& call, const std::string& what);
   void closeContext();
   std::string shutDownMessage(const Call& call) const {
-    return fmt::format("{}: the gloo process group (rank {} of {}) was shut down before the call ran",
+    return fmt::format("{}: the gloo process group (rank {} of {}) was shut down before the call completed",
                        opKindName(call.kind), rank(), size());
   }
 
@@ -216,6 +216,7 @@ class GlooProcessGroup final : public ProcessGroup {
   std::mutex queueMutex_;
   std::condition_variable queueChanged_;
   std::deque<std::shared_ptr<Task> > queue_, p2pQueue_;
+  std::shared_ptr<Task> p2pCurrent_;  ///< the send or receive the p2p thread waits on
   bool stopping_ = false;
   std::thread worker_, p2pWorker_;
   std::mutex streamsMutex_;
@@ -334,6 +335,14 @@ void GlooProcessGroup::workerLoop() {
 
 void GlooProcessGroup::failTask(Task& task, std::exception_ptr e) {
   const Call& call = *task.call;
+  {
+    std::lock_guard lock(queueMutex_);
+    if (stopping_) {
+      // This rank is leaving: the failure is its own doing, no peer's.
+      call.work->finish(std::make_exception_ptr(Error(shutDownMessage(call))));
+      return;
+    }
+  }
   std::string message;
   try {
     std::rethrow_exception(e);
@@ -538,6 +547,7 @@ void GlooProcessGroup::p2pLoop() {
       task = std::move(p2pQueue_.front());
       p2pQueue_.pop_front();
       stopping = stopping_;
+      p2pCurrent_ = task;
     }
     Work& work = *task->call->work;
     if (stopping) {
@@ -553,6 +563,8 @@ void GlooProcessGroup::p2pLoop() {
     } catch (...) {
       failTask(*task, std::current_exception());
     }
+    std::lock_guard lock(queueMutex_);
+    p2pCurrent_.reset();
   }
 }
 
@@ -570,13 +582,20 @@ void GlooProcessGroup::closeTransport() {
   {
     std::lock_guard lock(queueMutex_);
     stopping_ = true;
+    // A send or receive in flight stops waiting at once (Gloo's unbound
+    // buffers can be aborted; a flag set before a wait ends that wait too).
+    if (p2pCurrent_)
+      for (auto* b : {p2pCurrent_->headerBuffer.get(), p2pCurrent_->dataBuffer.get()})
+        if (b) b->abortWaitRecv(), b->abortWaitSend();
   }
   queueChanged_.notify_all();
-  // A call in flight ends at its timeout at the latest; the queued ones
-  // fail as shut down. Then the connections close, which the peers see.
+  // A collective in flight cannot be interrupted (Gloo 0.5.0's algorithm
+  // classes have no abort, and closing the pairs does not wake their
+  // waits): it ends at its timeout at the latest, as shut down. The queued
+  // calls fail as shut down. Then the connections close, which the peers see.
   if (worker_.joinable()) worker_.join();
-  closeContext();
   if (p2pWorker_.joinable()) p2pWorker_.join();
+  closeContext();
   ops_.reset();
   context_.reset();
 }

@@ -232,6 +232,23 @@ TEST(Mismatch, ASendAndARecvThatDisagreeAreReportedNotHung) {
   for (double t : took) EXPECT_LT(t, 3.0);
 }
 
+TEST(Shutdown, AbortEndsAPendingReceiveAtOnce) {
+  auto groups = makeGroups(2);
+  rd::BufferRef x = cpuBuffer(DType::f32, 4);
+  auto pending = groups[0]->recv(x, 1);
+  std::this_thread::sleep_for(100ms);
+  const auto start = Clock::now();
+  groups[0]->abort();
+  EXPECT_LT(secondsSince(start), 1.0) << "not at the 10 s timeout";
+  EXPECT_EQ(waitError(pending), "recv: the gloo process group (rank 0 of 2) was shut down before the call completed");
+  // Rank 1 sees rank 0 gone: its call fails naming rank 0.
+  const std::string e = waitError(groups[1]->send(x, 0));
+  EXPECT_EQ(e.rfind("send: send to rank 0 (tag 0) failed on rank 1 of 2 (gloo, timeout 10000 ms): rank 0 left the group",
+                    0),
+            0u)
+      << e;
+}
+
 TEST(Shutdown, ShutdownAfterTheLastCallSparesSlowerPeers) {
   // Gloo resets connections when a context goes: a rank that leaves right
   // after its last call could fail a slower peer's call (DIST_NOTES' exit
