@@ -82,13 +82,13 @@ namespace {
 /// NCCL's entry points, resolved once from libnccl.so.2.
 struct NcclApi {
   std::string error;
-#define KILN_NCCL_ENTRIES(X)                                                                                        \
-  X(ncclGetVersion)                                                                                                 \
-  X(ncclGetUniqueId)                                                                                                \
-  X(ncclCommInitRankConfig)                                                                                         \
-  X(ncclAllReduce) X(ncclBroadcast) X(ncclAllGather) X(ncclReduceScatter) X(ncclSend) X(ncclRecv) X(ncclGroupStart) \
-      X(ncclGroupEnd) X(ncclCommAbort) X(ncclCommDestroy) X(ncclCommGetAsyncError) X(ncclGetErrorString)            \
-          X(ncclGetLastError)
+#define KILN_NCCL_ENTRIES(X)                                                                                       \
+  X(ncclGetVersion)                                                                                                \
+  X(ncclGetUniqueId)                                                                                               \
+  X(ncclCommInitRankConfig)                                                                                        \
+  X(ncclAllReduce)                                                                                                 \
+  X(ncclBroadcast) X(ncclAllGather) X(ncclReduceScatter) X(ncclSend) X(ncclRecv) X(ncclGroupStart) X(ncclGroupEnd) \
+      X(ncclCommAbort) X(ncclCommDestroy) X(ncclCommGetAsyncError) X(ncclGetErrorString) X(ncclGetLastError)
 #define KILN_NCCL_FIELD(fn) decltype(&::fn) fn = nullptr;
   KILN_NCCL_ENTRIES(KILN_NCCL_FIELD)
 #undef KILN_NCCL_FIELD
@@ -185,6 +185,7 @@ class NcclProcessGroup final : public ProcessGroup {
   void formCommunicator();
   void checkSignature(const Call& call);
   void enqueue(const Call& call, InFlight& flight);
+  void settle(const Call& call);
   void watch();
   void abortAll(const std::string& what, bool timedOut);
   CUstream cuStream() const { return cuda::streamOf(device_.index(), stream_.handle()); }
@@ -335,6 +336,21 @@ void NcclProcessGroup::enqueue(const Call& call, InFlight& flight) {
   }
 }
 
+void NcclProcessGroup::settle(const Call& call) {
+  // A non-blocking communicator may still be enqueuing the operation
+  // (ncclInProgress); NCCL wants no other call on it until it is done.
+  const auto deadline = std::chrono::steady_clock::now() + timeout();
+  ncclResult_t state = ncclInProgress;
+  for (;;) {
+    ncclCheck(api().ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError", comm_);
+    if (state != ncclInProgress) break;
+    KILN_CHECK(std::chrono::steady_clock::now() < deadline, "{}: nccl did not accept the operation within {} ms",
+               call.describe(), timeout().count());
+    std::this_thread::yield();
+  }
+  ncclCheck(state, call.describe().c_str(), comm_);
+}
+
 void NcclProcessGroup::start(std::shared_ptr<Call> call) {
   checkSignature(*call);
   cuda::makeCurrent(device_.index());
@@ -350,6 +366,7 @@ void NcclProcessGroup::start(std::shared_ptr<Call> call) {
   std::lock_guard lock(mutex_);
   KILN_CHECK(comm_, "{}", brokenMessage(*call));
   enqueue(*call, flight);
+  settle(*call);
   flight.end.record(stream_);
   flight.started = std::chrono::steady_clock::now();
   call->work->markStarted();
@@ -363,7 +380,10 @@ void NcclProcessGroup::abortAll(const std::string& what, bool timedOut) {
   if (comm_) api().ncclCommAbort(comm_);
   comm_ = nullptr;
   for (InFlight& f : inFlight_) {
-    const std::string message = failCall(*f.call, what, f.call->isCollective() ? -1 : f.call->peer, timedOut);
+    // The first call in flight names the culprit; the others share its verdict.
+    const std::string message = broken()
+                                    ? brokenMessage(*f.call)
+                                    : failCall(*f.call, what, f.call->isCollective() ? -1 : f.call->peer, timedOut);
     f.call->work->finish(std::make_exception_ptr(Error(message)));
   }
   inFlight_.clear();

@@ -232,6 +232,36 @@ TEST(CollectiveCache, OneRankWithoutTheCachedAlgorithmMakesEveryRankBuildAnew) {
   }));
 }
 
+TEST(TinyCalls, EmptyAndOneElementTensorsOnThreeRanks) {
+  // Fewer elements than ranks: Gloo's halving-doubling splits into empty chunks.
+  constexpr int n = 3;
+  auto groups = makeGroups(n);
+  expectNoErrors(runRanks(n, [&](int r) {
+    rd::ProcessGroup& g = *groups[static_cast<size_t>(r)];
+    for (int64_t numel : {0, 1, 2}) {
+      rd::BufferRef x = cpuBuffer(DType::f32, numel), y = cpuBuffer(DType::f32, numel);
+      std::vector<rd::BufferRef> many, parts;
+      for (int k = 0; k < n; ++k) {
+        many.push_back(cpuBuffer(DType::f32, numel));
+        parts.push_back(cpuBuffer(DType::f32, numel));
+        for (int64_t i = 0; i < numel; ++i) setValue(parts.back(), i, k + r);
+      }
+      for (int64_t i = 0; i < numel; ++i) setValue(x, i, r + 1), setValue(y, i, r + 1);
+      g.allReduce(x)->wait();
+      g.broadcast(y, 2)->wait();
+      g.allGather(many, y)->wait();
+      rd::BufferRef out = cpuBuffer(DType::f32, numel);
+      g.reduceScatter(out, parts, rd::ReduceOp::sum)->wait();
+      for (int64_t i = 0; i < numel; ++i) {
+        EXPECT_EQ(getValue(x, i), 6.0) << numel;
+        EXPECT_EQ(getValue(y, i), 3.0) << numel;
+        for (int k = 0; k < n; ++k) EXPECT_EQ(getValue(many[static_cast<size_t>(k)], i), 3.0) << numel;
+        EXPECT_EQ(getValue(out, i), 3 * r + 3) << numel;
+      }
+    }
+  }));
+}
+
 TEST(OneRank, EveryCollectiveIsLocal) {
   auto groups = makeGroups(1);
   rd::ProcessGroup& g = *groups[0];

@@ -243,9 +243,9 @@ TEST(Shutdown, AbortEndsAPendingReceiveAtOnce) {
   EXPECT_EQ(waitError(pending), "recv: the gloo process group (rank 0 of 2) was shut down before the call completed");
   // Rank 1 sees rank 0 gone: its call fails naming rank 0.
   const std::string e = waitError(groups[1]->send(x, 0));
-  EXPECT_EQ(e.rfind("send: send to rank 0 (tag 0) failed on rank 1 of 2 (gloo, timeout 10000 ms): rank 0 left the group",
-                    0),
-            0u)
+  EXPECT_EQ(
+      e.rfind("send: send to rank 0 (tag 0) failed on rank 1 of 2 (gloo, timeout 10000 ms): rank 0 left the group", 0),
+      0u)
       << e;
 }
 
