@@ -223,7 +223,6 @@ class GlooProcessGroup final : public ProcessGroup {
   std::map<std::string, Stream> streams_;
   std::mutex contextMutex_;
   bool contextClosed_ = false;
-  std::vector<std::string> peerAddresses_;  ///< what each peer's pair to this rank is called; read at the first failure
 };
 
 void GlooProcessGroup::connect() {
@@ -246,7 +245,9 @@ void GlooProcessGroup::connect() {
     auto device = makeDevice(options());
     context_ = std::make_shared< ::gloo::rendezvous::Context>(rank(), size());
     context_->setTimeout(timeout());
-    StoreBridge bridge(std::make_shared<PrefixStore>("kiln/gloo/mesh", store()));
+    auto mesh = std::make_shared<PrefixStore>("kiln/gloo/mesh", store());
+    mesh->setTimeout(timeout());
+    StoreBridge bridge(mesh);
     context_->connectFullMesh(bridge, device);
   } catch (const std::exception& e) {
     fail("init_process_group: gloo rank {} of {} could not connect to its peers: {}", rank(), size(),
@@ -287,6 +288,9 @@ void GlooProcessGroup::start(std::shared_ptr<Call> call) {
   if (!call->isCollective()) {
     try {
       postP2p(*task);
+    } catch (const Error&) {
+      call->work->finish(std::current_exception());  // the group was closed or broken before
+      return;
     } catch (...) {
       failTask(*task, std::current_exception());
       return;
@@ -344,15 +348,20 @@ void GlooProcessGroup::failTask(Task& task, std::exception_ptr e) {
     }
   }
   std::string message;
+  auto local = [&](const char* what) {  // this rank's own trouble: a device copy, memory
+    message = fmt::format("{}: {} failed on rank {} of {} (gloo): {}", opKindName(call.kind),
+                          call.isCollective() ? fmt::format("sequence {}", call.sequence) : call.describe(), rank(),
+                          size(), what);
+    markBroken(message);
+  };
   try {
     std::rethrow_exception(e);
   } catch (const PeerError& pe) {
     message = failCall(call, pe.what(), pe.suspect, pe.timedOut);
+  } catch (const Error& le) {
+    local(le.what());
   } catch (const LocalError& le) {
-    message = fmt::format("{}: {} failed on rank {} of {} (gloo): {}", opKindName(call.kind),
-                          call.isCollective() ? fmt::format("sequence {}", call.sequence) : call.describe(), rank(),
-                          size(), le.what());
-    markBroken(message);
+    local(le.what());
   } catch (const std::exception& ex) {
     const std::string what = glooText(ex.what());
     const int suspect = call.isCollective() ? rankOfAddress(what) : call.peer;
@@ -558,8 +567,9 @@ void GlooProcessGroup::p2pLoop() {
     try {
       completeP2p(*task);
       work.finish(nullptr);
-    } catch (const Error& e) {
-      work.finish(std::current_exception());
+    } catch (const Error& e) {  // a mismatch (the group is broken already) or a closed context
+      std::lock_guard lock(queueMutex_);
+      work.finish(stopping_ ? std::make_exception_ptr(Error(shutDownMessage(*task->call))) : std::current_exception());
     } catch (...) {
       failTask(*task, std::current_exception());
     }
