@@ -232,6 +232,22 @@ TEST(CollectiveCache, OneRankWithoutTheCachedAlgorithmMakesEveryRankBuildAnew) {
   }));
 }
 
+TEST(CollectiveCache, WithoutFingerprintsEveryCallBuildsItsAlgorithm) {
+  rd::ProcessGroupOptions options = testOptions();
+  options.debug = rd::DebugLevel::off;
+  constexpr int n = 3;
+  auto groups = makeGroups(n, options);
+  expectNoErrors(runRanks(n, [&](int r) {
+    rd::BufferRef x = cpuBuffer(DType::bf16, 6);
+    for (int round = 0; round < 4; ++round) {
+      for (int64_t i = 0; i < 6; ++i) setValue(x, i, r + round);
+      groups[static_cast<size_t>(r)]->allReduce(x, rd::ReduceOp::max)->wait();
+      groups[static_cast<size_t>(r)]->broadcast(x, round % n)->wait();
+      for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(getValue(x, i), 2 + round) << "round " << round;
+    }
+  }));
+}
+
 TEST(TinyCalls, EmptyAndOneElementTensorsOnThreeRanks) {
   // Fewer elements than ranks: Gloo's halving-doubling splits into empty chunks.
   constexpr int n = 3;

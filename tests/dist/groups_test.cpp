@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/common/error_of.h"
+#include "tests/common/scoped_env.h"
 #include "tests/dist/harness.h"
 
 namespace kiln::testing::dist {
@@ -138,6 +139,25 @@ TEST(Arguments, GroupsAreCheckedWhenMade) {
   zero.timeout = 0ms;
   EXPECT_EQ(errorOf([&] { rd::createProcessGroup("gloo", store, 0, 1, zero); }),
             "init_process_group: the timeout must be positive, got 0 ms");
+}
+
+TEST(Arguments, KilnDistDebugIsRead) {
+  {
+    testutil::ScopedEnv env("KILN_DIST_DEBUG", "detail");
+    EXPECT_EQ(rd::debugLevelFromEnvironment(), rd::DebugLevel::detail);
+    EXPECT_EQ(makeGroups(1)[0]->debugLevel(), rd::DebugLevel::detail);
+  }
+  {
+    testutil::ScopedEnv env("KILN_DIST_DEBUG", "off");
+    EXPECT_EQ(rd::debugLevelFromEnvironment(), rd::DebugLevel::off);
+  }
+  {
+    testutil::ScopedEnv env("KILN_DIST_DEBUG", nullptr);
+    EXPECT_EQ(rd::debugLevelFromEnvironment(), rd::DebugLevel::on);
+  }
+  testutil::ScopedEnv env("KILN_DIST_DEBUG", "verbose");
+  EXPECT_EQ(errorOf([] { rd::debugLevelFromEnvironment(); }),
+            "KILN_DIST_DEBUG: expected off, on or detail, got 'verbose'");
 }
 
 TEST(Nccl, WithoutAGpuTheBackendSaysSo) {
