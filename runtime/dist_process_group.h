@@ -203,7 +203,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::shared_ptr<Work> recv(const BufferRef& data, int peer, int tag = 0);
   std::shared_ptr<Work> barrier();
 
-  /// A sub-group of the ranks `ranks` (of this group; sorted, no repeats).
+  /// A sub-group of the ranks `ranks` (of this group; sorted here; no repeats).
   /// Every rank of this group calls it, in the same order; ranks not in
   /// `ranks` get null. Blocks until the members have met (the timeout).
   std::shared_ptr<ProcessGroup> newGroup(std::vector<int> ranks);
@@ -211,8 +211,10 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   /// A barrier (its errors ignored), then abort(): the way to leave a group
   /// without failing a slower peer's last call (Gloo resets connections).
   void shutdown();
-  /// Leaves at once: says so in the store, so that peers blocked on this
-  /// rank name it, and closes the connections. Later calls fail.
+  /// Leaves: says so in the store, so that peers blocked on this rank name
+  /// it, fails the queued calls and a send or receive in flight as shut
+  /// down, waits for a collective in flight (Gloo's cannot be interrupted:
+  /// at most its timeout), and closes the connections. Later calls fail.
   void abort();
 
   /// Whether a transport failure made the group unusable, and why.
