@@ -77,7 +77,7 @@ TEST(AsyncWork, WaitForReturnsFalseWhileTheCallWaitsForItsPeers) {
   auto groups = makeGroups(2);
   expectNoErrors(runRanks(2, [&](int r) {
     rd::BufferRef x = cpuBuffer(DType::f32, 4);
-    if (r == 1) std::this_thread::sleep_for(400ms);
+    if (r == 1) std::this_thread::sleep_for(1s);
     auto w = groups[static_cast<size_t>(r)]->allReduce(x);
     if (r == 0) {
       EXPECT_FALSE(w->waitFor(100ms));
