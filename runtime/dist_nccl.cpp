@@ -82,13 +82,13 @@ namespace {
 /// NCCL's entry points, resolved once from libnccl.so.2.
 struct NcclApi {
   std::string error;
-#define KILN_NCCL_ENTRIES(X)                                                                                       \
-  X(ncclGetVersion)                                                                                                \
-  X(ncclGetUniqueId)                                                                                               \
-  X(ncclCommInitRankConfig)                                                                                        \
-  X(ncclAllReduce)                                                                                                 \
-  X(ncclBroadcast) X(ncclAllGather) X(ncclReduceScatter) X(ncclSend) X(ncclRecv) X(ncclGroupStart) X(ncclGroupEnd) \
-      X(ncclCommAbort) X(ncclCommDestroy) X(ncclCommGetAsyncError) X(ncclGetErrorString) X(ncclGetLastError)
+// clang-format off
+#define KILN_NCCL_ENTRIES(X)                                                              \
+  X(ncclGetVersion) X(ncclGetUniqueId) X(ncclCommInitRankConfig) X(ncclAllReduce)        \
+  X(ncclBroadcast) X(ncclAllGather) X(ncclReduceScatter) X(ncclSend) X(ncclRecv)         \
+  X(ncclGroupStart) X(ncclGroupEnd) X(ncclCommAbort) X(ncclCommDestroy)                  \
+  X(ncclCommGetAsyncError) X(ncclGetErrorString) X(ncclGetLastError)
+// clang-format on
 #define KILN_NCCL_FIELD(fn) decltype(&::fn) fn = nullptr;
   KILN_NCCL_ENTRIES(KILN_NCCL_FIELD)
 #undef KILN_NCCL_FIELD
