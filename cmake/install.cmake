@@ -5,7 +5,7 @@
 #   lib/libkiln.so                     the library
 #   include/kiln/<layer>/*.h           public headers, <kiln/frontend/kiln.h>
 #   lib/cmake/kiln/                    kilnConfig.cmake, version, targets
-#   bin/irdump, bin/kiln-bench, bin/kiln-env   the tools, where they are built
+#   bin/irdump, bin/kiln-bench, bin/kiln-env, bin/kiln-run   the tools, where they are built
 #   bin/kiln-bench-torch.py            kiln-bench --compare-torch's PyTorch side
 # tests/install/ checks all of it by building examples/ against an install.
 include(GNUInstallDirs)
@@ -45,7 +45,7 @@ foreach(layer runtime ir passes codegen frontend)
 endforeach()
 
 # The tools find libkiln.so next to them, in ../lib.
-foreach(tool irdump kiln-bench kiln-env)
+foreach(tool irdump kiln-bench kiln-env kiln-run)
   if(TARGET ${tool})
     set_target_properties(${tool} PROPERTIES
       INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}"

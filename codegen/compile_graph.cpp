@@ -48,9 +48,14 @@ bool readByLibraryCallsOnly(const ir::Value* v) {
 //   one pointer, loaded and stored, so no two noalias pointers alias);
 // - the input, and any view of it, is read by no node after that kernel;
 // - neither is a graph output, and the output is returned once;
-// - no node of the graph can fail on its data (index_select and index_add
-//   check their indices when they run): a call that fails must leave its
-//   inputs as they were, and a donated one is written before the end.
+// - no node that can fail on its data (index_select and index_add check
+//   their indices when they run) comes after that kernel: a call that
+//   fails must leave its inputs as they were. Steps run in node order and
+//   a check throws before the steps after it are enqueued (an asynchronous
+//   device's gather waits for its indices and checks them on the host), so
+//   every donated write comes after every check has passed. (A training
+//   step's cross-entropy gather comes in the forward pass; its optimizer
+//   updates, which take their parameters' buffers, at the end.)
 // Otherwise the output gets a buffer of its own, as without the donation.
 bool readAfter(const ir::Value* v, const std::unordered_map<const ir::Node*, size_t>& position, size_t at) {
   for (const ir::Use& use : v->uses()) {
@@ -214,13 +219,13 @@ runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::spa
 
   // Note [Donated buffers]: which results may take which input's buffer.
   std::unordered_map<const ir::Node*, size_t> position;
-  bool checksData = false;
+  std::optional<size_t> lastCheck;  // of the nodes that may fail on their data
   for (const ir::Node* n : graph.nodes()) {
+    if (ir::checksData(n->op())) lastCheck = position.size();
     position.emplace(n, position.size());
-    checksData = checksData || ir::checksData(n->op());
   }
   std::unordered_map<const ir::Value*, const ir::Value*> donor;  // result -> graph input
-  for (const Donation& d : checksData ? std::span<const Donation>() : donations) {
+  for (const Donation& d : donations) {
     KILN_ASSERT(d.input >= 0 && d.input < graph.numInputs() && d.output >= 0 &&
                     d.output < static_cast<int>(graph.outputs().size()),
                 "donation of input {} to output {} in a graph of {} inputs and {} outputs", d.input, d.output,
@@ -229,6 +234,7 @@ runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::spa
     const ir::Value* out = graph.outputs()[static_cast<size_t>(d.output)];
     const ir::Node* producer = out->node();
     if (!producer || producer->op() != ir::Op::fusion || graph.isOutput(in) || donor.count(out)) continue;
+    if (lastCheck && position.at(producer) < *lastCheck) continue;
     if (std::count(graph.outputs().begin(), graph.outputs().end(), out) != 1) continue;
     if (std::count(producer->inputs().begin(), producer->inputs().end(), in) != 1) continue;
     if (in->type() != out->type() || readAfter(in, position, position.at(producer))) continue;
@@ -264,6 +270,7 @@ runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::spa
       runtime::LibraryStep step;
       step.name = std::move(lowered.name);
       step.fn = lowered.fn;
+      step.recordable = lowered.recordable;
       step.args = std::move(lowered.args);
       bool offsets = false;
       for (int i = 0; i < n->numInputs(); ++i) {

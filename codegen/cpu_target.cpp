@@ -46,8 +46,9 @@ class CpuTarget final : public Target {
   }
 
   const LibraryFunctions& libraries() const override {
-    static const LibraryFunctions cpu{&runtime::onHost<&runtime::matmul>, &runtime::onHost<&runtime::indexSelect>,
-                                      &runtime::onHost<&runtime::indexAdd>};
+    static const LibraryFunctions cpu{{&runtime::onHost<&runtime::matmul>},
+                                      {&runtime::onHost<&runtime::indexSelect>},
+                                      {&runtime::onHost<&runtime::indexAdd>}};
     return cpu;
   }
 };

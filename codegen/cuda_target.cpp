@@ -45,7 +45,9 @@ class CudaTarget final : public GpuTarget {
     return fmt::format("{} | {} | {}", p.arch, p.name, p.driverVersion);
   }
   const LibraryFunctions& libraries() const override {
-    static const LibraryFunctions cuda{&cudaMatmul, &cudaIndexSelect, &cudaIndexAdd};
+    // cuBLAS launches its kernels on the stream, which a CUDA graph
+    // captures; the index ops wait for their indices and cannot be.
+    static const LibraryFunctions cuda{{&cudaMatmul, true}, {&cudaIndexSelect}, {&cudaIndexAdd}};
     return cuda;
   }
 

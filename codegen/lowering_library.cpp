@@ -60,18 +60,21 @@ LoweredCall lowerLibrary(const ir::Node& node, std::span<const ir::Layout> input
   LoweredCall call;
   call.name = fmt::format("{}_{}", ir::opName(node.op()), dtypeName(node.output()->type().dtype));
   // Not a switch: only library calls get here (checked above).
+  const LibraryFunction* function = nullptr;
   if (node.op() == ir::Op::matmul) {
-    call.fn = functions.matmul;
+    function = &functions.matmul;
     call.args = matmulCall(node, inputs).encode();
   } else if (node.op() == ir::Op::index_select) {
-    call.fn = functions.indexSelect;
+    function = &functions.indexSelect;
     call.args = indexCall(node, inputs).encode();
   } else if (node.op() == ir::Op::index_add) {
-    call.fn = functions.indexAdd;
+    function = &functions.indexAdd;
     call.args = indexCall(node, inputs).encode();
   } else {
     KILN_ASSERT(false, "{} has no library call", ir::opName(node.op()));
   }
+  call.fn = function->fn;
+  call.recordable = function->recordable;
   KILN_CHECK(call.fn, "codegen: {} of {} has no library function on {}", ir::opName(node.op()),
              node.output()->type().str(), node.output()->type().device.str());
   return call;

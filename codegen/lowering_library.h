@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "codegen/target.h"
 #include "ir/graph.h"
 #include "ir/layout.h"
-#include "codegen/target.h"
 #include "runtime/executable.h"
 
 namespace kiln::codegen {
@@ -22,6 +22,7 @@ namespace kiln::codegen {
 struct LoweredCall {
   std::string name;  ///< "matmul_f32", "index_select_f16", ...
   runtime::LibraryFn fn = nullptr;
+  bool recordable = false;  ///< LibraryFunction::recordable
   std::vector<int64_t> args;
 };
 

@@ -32,10 +32,15 @@ struct CompiledKernel {
 /// The runtime function of each library op (ir::OpKind::library) on a
 /// target; lowerLibrary picks one by op (codegen/lowering_library.h). Null:
 /// the target cannot run that op.
+struct LibraryFunction {
+  runtime::LibraryFn fn = nullptr;
+  /// Whether a device recording records what it enqueues (it enqueues only
+  /// through the device's stream, never waits, never allocates; Note
+  /// [Recorded work] in runtime/device_interface.h).
+  bool recordable = false;
+};
 struct LibraryFunctions {
-  runtime::LibraryFn matmul = nullptr;
-  runtime::LibraryFn indexSelect = nullptr;
-  runtime::LibraryFn indexAdd = nullptr;
+  LibraryFunction matmul, indexSelect, indexAdd;
 };
 
 class Target {

@@ -18,13 +18,13 @@
 namespace kiln::detail {
 
 struct CompiledProgram {
-  std::string graphText;                  ///< the graph after the pipeline, for inspection
+  std::string graphText;  ///< the graph after the pipeline, for inspection
   runtime::Executable exe;
   std::vector<ir::TensorType> outputTypes;
-  int numResults = 0;                     ///< outputs that are the function's results; the rest feed `writes`
-  std::vector<InputBinding> bindings;     ///< of the inputs after the arguments, run at every call
-  std::vector<TraceWrite> writes;         ///< made after every call
-  std::vector<Guard> guards;              ///< the program runs only while these hold
+  int numResults = 0;                  ///< outputs that are the function's results; the rest feed `writes`
+  std::vector<InputBinding> bindings;  ///< of the inputs after the arguments, run at every call
+  std::vector<TraceWrite> writes;      ///< made after every call
+  std::vector<Guard> guards;           ///< the program runs only while these hold
 };
 
 namespace {
@@ -53,7 +53,8 @@ Trace traceGraph(const TraceFn& fn, const std::vector<ir::TensorType>& inputs, c
                  const std::vector<Tensor>* callArgs) {
   TraceState state(name);
   std::vector<Tensor> args;
-  for (size_t i = 0; i < inputs.size(); ++i) args.push_back(state.wrap(state.graph->addInput(inputs[i], fmt::format("x{}", i))));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    args.push_back(state.wrap(state.graph->addInput(inputs[i], fmt::format("x{}", i))));
   // Arguments that require grad are leaves of the trace, their gradients
   // starting from the caller's, bound and guarded like a captured leaf's.
   std::vector<std::pair<int, ir::Value*>> leaves;  // argument, its gradient's input (null: none)
@@ -67,7 +68,8 @@ Trace traceGraph(const TraceFn& fn, const std::vector<ir::TensorType>& inputs, c
     if (type) {
       seed = state.graph->addInput(*type, fmt::format("grad_x{}", i));
       args[i].setGrad(state.wrap(seed));
-      state.bindings.push_back({InputBinding::Kind::grad, {state.graph->numInputs() - 1},
+      state.bindings.push_back({InputBinding::Kind::grad,
+                                {state.graph->numInputs() - 1},
                                 fmt::format("the gradient of argument {}", i),
                                 [i](std::span<const Tensor> call) { return std::vector<Tensor>{call[i].grad()}; }});
     }
@@ -97,7 +99,8 @@ Trace traceGraph(const TraceFn& fn, const std::vector<ir::TensorType>& inputs, c
   for (size_t i = 0; i < args.size(); ++i) {
     ir::Value* now = args[i].impl()->traced;
     if (now == state.graph->input(static_cast<int>(i))) continue;
-    trace.writes.push_back({TraceWrite::Kind::argument, Tensor(), static_cast<int>(outputs.size()), static_cast<int>(i)});
+    trace.writes.push_back(
+        {TraceWrite::Kind::argument, Tensor(), static_cast<int>(outputs.size()), static_cast<int>(i)});
     outputs.push_back(now);
   }
   // The arguments' gradients backward() left, written back to the caller's.
@@ -106,8 +109,8 @@ Trace traceGraph(const TraceFn& fn, const std::vector<ir::TensorType>& inputs, c
     const Tensor g = leaf.impl()->autograd ? leaf.impl()->autograd->grad : Tensor();
     ir::Value* now = g.defined() ? state.valueOf(g, "backward") : nullptr;
     if (now == seed) continue;
-    trace.writes.push_back({TraceWrite::Kind::argumentGrad, Tensor(), now ? static_cast<int>(outputs.size()) : -1,
-                            argument});
+    trace.writes.push_back(
+        {TraceWrite::Kind::argumentGrad, Tensor(), now ? static_cast<int>(outputs.size()) : -1, argument});
     if (now) outputs.push_back(now);
   }
   state.graph->setOutputs(outputs);
@@ -130,6 +133,13 @@ std::shared_ptr<CompiledProgram> CompileEngine::compileFor(const std::vector<Ten
     if ((w.kind == TraceWrite::Kind::elements || w.kind == TraceWrite::Kind::argument) && w.input >= 0)
       donations.push_back({w.input, w.output});
   program->exe = codegen::compileGraph(*trace.graph, codegen::graphDevice(*trace.graph), {}, donations);
+  // Note [Graph replay] in runtime/executable_replay.cpp: on devices that record.
+  program->exe.replay = options_.graphReplay;
+  program->exe.writeBack.assign(program->exe.outputSlots.size(), -1);
+  for (const TraceWrite& w : trace.writes)
+    if ((w.kind == TraceWrite::Kind::elements || w.kind == TraceWrite::Kind::argument) && w.output >= 0 && w.input >= 0)
+      program->exe.writeBack[static_cast<size_t>(w.output)] = w.input;
+  program->exe.replayCache = runtime::makeReplayCache();
   for (ir::Value* v : trace.graph->outputs()) program->outputTypes.push_back(v->type());
   program->numResults = trace.numResults;
   program->bindings = std::move(trace.bindings);
@@ -151,8 +161,8 @@ std::string writtenAlias(const CompiledProgram& p, const std::vector<Tensor>& in
     for (size_t j = 0; j < inputs.size(); ++j) {
       if (argument && static_cast<int>(j) == w.input) continue;
       if (inputs[j].impl()->storage == target.impl()->storage)
-        return fmt::format("argument {} ({}) shares storage with {} {}, which the compiled function writes in place",
-                           j, inputs[j].str(), argument ? "argument " + std::to_string(w.input) : "captured tensor",
+        return fmt::format("argument {} ({}) shares storage with {} {}, which the compiled function writes in place", j,
+                           inputs[j].str(), argument ? "argument " + std::to_string(w.input) : "captured tensor",
                            target.str());
     }
   }
@@ -289,5 +299,8 @@ std::vector<Tensor> CompileEngine::run(const CompiledProgram& p, const std::vect
 
 std::string CompileEngine::lastGraph() const { return last_ ? last_->graphText : std::string(); }
 int CompileEngine::lastNumKernels() const { return last_ ? last_->exe.numKernels() : 0; }
+runtime::ReplayInfo CompileEngine::lastReplay() const {
+  return last_ ? last_->exe.replayInfo() : runtime::ReplayInfo{};
+}
 
 }  // namespace kiln::detail

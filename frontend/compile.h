@@ -28,9 +28,9 @@
 
 #include <functional>
 #include <map>
-#include <span>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -38,6 +38,7 @@
 
 #include "frontend/tensor.h"
 #include "runtime/error.h"
+#include "runtime/executable.h"
 
 namespace kiln {
 
@@ -50,6 +51,13 @@ struct CompileOptions {
   /// runs the function eagerly (same results, no compile), and the first
   /// such call warns once on stderr, naming the argument that changed.
   int cacheLimit = 8;
+  /// On a device that records launches (CUDA graphs, OpenCL command
+  /// buffers), a program called more than once is recorded and replayed
+  /// (torch.compile's "reduce-overhead"; Note [Graph replay] in
+  /// runtime/executable_replay.cpp, docs/devices.md) when that enqueues
+  /// fewer commands than its steps; `always` records it whenever the device
+  /// can, `off` never. KILN_GRAPH_REPLAY=0 turns it off in the whole process.
+  runtime::GraphReplay graphReplay = runtime::GraphReplay::cheaper;
 };
 
 /// How a compiled program binds graph inputs after the arguments at every
@@ -89,7 +97,7 @@ struct TraceWrite {
 /// A condition on host state the trace depended on (Note [Guards] in
 /// frontend/trace.h); a program runs only while all its guards hold.
 struct Guard {
-  std::string what;  ///< the condition, for KILN_LOG=recompiles
+  std::string what;                                         ///< the condition, for KILN_LOG=recompiles
   std::function<bool(std::span<const Tensor> args)> holds;  ///< given the call's arguments
 };
 
@@ -134,6 +142,9 @@ class CompileEngine {
   std::string lastGraph() const;
   /// Kernels one call of the most recent call's program launches.
   int lastNumKernels() const;
+  /// What graph replay did for the most recent call's program (Note [Graph
+  /// replay] in runtime/executable_replay.cpp).
+  runtime::ReplayInfo lastReplay() const;
 
  private:
   std::shared_ptr<CompiledProgram> compileFor(const std::vector<Tensor>& inputs);
@@ -163,8 +174,7 @@ class CompiledFunction {
   auto operator()(const Args&... args) {
     static_assert((std::is_convertible_v<const Args&, const Tensor&> && ...),
                   "kiln::compile: arguments of a compiled function must be kiln::Tensor");
-    static_assert(std::is_invocable_v<F&, const Args&...> ||
-                      std::is_invocable_v<F&, const std::vector<Tensor>&>,
+    static_assert(std::is_invocable_v<F&, const Args&...> || std::is_invocable_v<F&, const std::vector<Tensor>&>,
                   "kiln::compile: the compiled function is called with arguments its function does not take");
     std::vector<Tensor> outputs = engine_->call({args...});
     if constexpr (!std::is_invocable_v<F&, const Args&...>) {
@@ -180,6 +190,7 @@ class CompiledFunction {
   int numEagerFallbacks() const { return engine_->numEagerFallbacks(); }
   std::string lastGraph() const { return engine_->lastGraph(); }
   int lastNumKernels() const { return engine_->lastNumKernels(); }
+  runtime::ReplayInfo lastReplay() const { return engine_->lastReplay(); }
 
   /// `fn` as an untyped function of a vector of tensors.
   static detail::TraceFn traceFn(F fn) {
@@ -187,7 +198,6 @@ class CompiledFunction {
   }
 
  private:
-
   static std::vector<Tensor> invoke(F& fn, const std::vector<Tensor>& in) {
     if constexpr (std::is_invocable_r_v<std::vector<Tensor>, F&, const std::vector<Tensor>&>)
       return fn(in);  // a function of all the arguments as one vector

@@ -18,13 +18,13 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
   // The draw's seed and offset are per-call values, so that a compiled
   // program draws afresh at every call (Note [Traced draws] in frontend/trace.h).
   const ir::TensorType i64{DType::i64, {}, x.device()};
-  const std::vector<Tensor> draw =
-      detail::perCall({{"seed", i64}, {"offset", i64}}, [generator, device = x.device()]() mutable {
-        const auto seed = static_cast<int64_t>(generator.seed());
-        const auto offset = static_cast<int64_t>(generator.advance());
-        return std::vector<Tensor>{fromVector(std::vector<int64_t>{seed}, Shape{}, device),
-                                   fromVector(std::vector<int64_t>{offset}, Shape{}, device)};
-      });
+  const std::vector<Tensor> draw = detail::perCall({{"seed", i64}, {"offset", i64}}, [generator]() mutable {
+    const auto seed = static_cast<int64_t>(generator.seed());
+    const auto offset = static_cast<int64_t>(generator.advance());
+    // On the host: moved or uploaded by perCall (frontend/per_call.h).
+    return std::vector<Tensor>{fromVector(std::vector<int64_t>{seed}, Shape{}, Device::cpu()),
+                               fromVector(std::vector<int64_t>{offset}, Shape{}, Device::cpu())};
+  });
   const Tensor& seed = draw[0];
   const Tensor& offset = draw[1];
   return detail::dispatch(ir::Op::dropout, {x, seed, offset}, {{"p", p}});

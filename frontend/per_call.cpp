@@ -5,7 +5,10 @@ namespace kiln::detail {
 
 std::vector<Tensor> perCall(const std::vector<PerCallInput>& inputs, std::function<std::vector<Tensor>()> compute) {
   if (TraceState* trace = TraceState::current()) return trace->perCall(inputs, std::move(compute));
-  return compute();
+  std::vector<Tensor> values = compute();
+  for (size_t i = 0; i < values.size() && i < inputs.size(); ++i)
+    if (values[i].device() != inputs[i].type.device) values[i] = values[i].to(inputs[i].type.device);
+  return values;
 }
 
 void guardHost(std::string what, std::function<bool()> holds) {

@@ -27,7 +27,10 @@ struct PerCallInput {
 /// The tensors `compute` returns, one per entry of `inputs` and of its type.
 /// Eagerly `compute` runs now; inside kiln::compile they are graph inputs
 /// and `compute` runs at every call of the program, in trace order, and not
-/// while tracing.
+/// while tracing. `compute` makes them on the CPU (or on the input's
+/// device): eagerly they are moved to the input's device, and a compiled
+/// program uploads all of a call's at once (Note [Per-call values are
+/// uploaded together] in runtime/executable_replay.cpp).
 std::vector<Tensor> perCall(const std::vector<PerCallInput>& inputs, std::function<std::vector<Tensor>()> compute);
 
 /// Inside kiln::compile, makes the program depend on `holds()` staying

@@ -52,15 +52,18 @@ TraceState::EagerRecord& TraceState::recordOf(const Tensor& t, const char* op) {
 ir::Value* TraceState::valueOf(const Tensor& t, const char* op) {
   TensorImpl* impl = t.impl();
   if (impl->traced) {
-    KILN_CHECK(impl->trace == this, "{}: {} was traced by another kiln::compile call and has no value here", op, t.str());
+    KILN_CHECK(impl->trace == this, "{}: {} was traced by another kiln::compile call and has no value here", op,
+               t.str());
     return impl->traced;
   }
   EagerRecord& r = recordOf(t, op);
   if (!r.latest) {
     r.latest = graph->addInput(t.type(), "c" + std::to_string(bindings.size()));
     r.input = graph->numInputs() - 1;
-    bindings.push_back({InputBinding::Kind::capture, {graph->numInputs() - 1}, t.str(),
-                        [tensor = t](std::span<const Tensor>) { return std::vector<Tensor>{tensor}; }});
+    bindings.push_back(
+        {InputBinding::Kind::capture, {graph->numInputs() - 1}, t.str(), [tensor = t](std::span<const Tensor>) {
+           return std::vector<Tensor>{tensor};
+         }});
   }
   return r.latest;
 }
@@ -97,8 +100,11 @@ Tensor TraceState::gradOf(const Tensor& leaf) {
     type = g.type();
     r.initial = graph->addInput(g.type(), "g" + std::to_string(bindings.size()));
     r.current = wrap(r.initial);
-    bindings.push_back({InputBinding::Kind::grad, {graph->numInputs() - 1}, "the gradient of " + leaf.str(),
-                        [impl = leaf.implPtr()](std::span<const Tensor>) { return std::vector<Tensor>{impl->autograd->grad}; }});
+    bindings.push_back(
+        {InputBinding::Kind::grad,
+         {graph->numInputs() - 1},
+         "the gradient of " + leaf.str(),
+         [impl = leaf.implPtr()](std::span<const Tensor>) { return std::vector<Tensor>{impl->autograd->grad}; }});
   }
   guards.push_back({fmt::format("the gradient of {} is {}", leaf.str(), type ? type->str() : "undefined"),
                     [impl = leaf.implPtr(), type](std::span<const Tensor>) { return gradIs(impl, type); }});
@@ -129,8 +135,10 @@ std::vector<Tensor> TraceState::perCall(const std::vector<PerCallInput>& inputs,
     std::vector<Tensor> got = compute();
     KILN_ASSERT(got.size() == types.size(), "{}: {} values for {} inputs", what, got.size(), types.size());
     for (size_t i = 0; i < got.size(); ++i)
-      KILN_ASSERT(got[i].defined() && got[i].type() == types[i], "{}: value {} is {}, traced as {}", what, i,
-                  got[i].defined() ? got[i].str() : "undefined", types[i].str());
+      KILN_ASSERT(got[i].defined() && got[i].dtype() == types[i].dtype && got[i].shape() == types[i].shape &&
+                      (got[i].device() == types[i].device || got[i].device().isCpu()),
+                  "{}: value {} is {}, traced as {}", what, i, got[i].defined() ? got[i].str() : "undefined",
+                  types[i].str());
     return got;
   };
   bindings.push_back(std::move(b));

@@ -207,6 +207,26 @@ size_t totalMemoryOf(CUdevice device) {
   return total;
 }
 
+/// A captured graph, instantiated (Note [Recorded work]).
+class CudaGraph final : public RecordedWork {
+ public:
+  CudaGraph(int index, CUgraphExec exec, int commands) : index_(index), exec_(exec), commands_(commands) {}
+  ~CudaGraph() override {
+    makeCurrent(index_);
+    api().cuGraphExecDestroy(exec_);  // a pending launch completes first (the driver defers the release)
+  }
+  void replay(StreamHandle stream) override {
+    makeCurrent(index_);
+    KILN_CU(api().cuGraphLaunch(exec_, streamOf(index_, stream)));
+  }
+  int commands() const override { return commands_; }
+
+ private:
+  int index_;
+  CUgraphExec exec_;
+  int commands_;
+};
+
 class CudaDevice final : public DeviceInterface {
  public:
   explicit CudaDevice(int index)
@@ -476,15 +496,36 @@ class CudaDevice final : public DeviceInterface {
     KILN_CU(api().cuCtxSynchronize());
   }
 
-  // Where CUDA graphs would hook in (a later step; docs/devices-cuda.md):
-  // beginCapture(stream) = cuStreamBeginCapture(stream,
-  // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) — possible because every kiln
-  // stream, the default one included, is a created stream —,
-  // endCapture(stream) = cuStreamEndCapture + cuGraphInstantiateWithFlags,
-  // launchGraph(graph, stream) = cuGraphLaunch. While a stream captures,
-  // nothing may synchronize it (copyDeviceToHost, queryStream) and memory
-  // must come from a pool private to the graph, so the allocator, not this
-  // file, decides what capture may allocate.
+  // --- recording: CUDA graphs (Note [Recorded work]) ---
+  // Capture is per stream and thread-local (every kiln stream, the default
+  // one included, is a created stream, which can be captured). While a
+  // stream captures, nothing synchronizes it and nothing is allocated: the
+  // Executable has bound every buffer before it records (its private pool,
+  // Note [Graph replay] in runtime/executable.cpp).
+  bool canRecord(std::string* why) const override {
+    const DriverApi& a = api();
+    const bool ok = a.cuStreamBeginCapture && a.cuStreamEndCapture && a.cuGraphGetNodes && a.cuGraphInstantiate &&
+                    a.cuGraphLaunch && a.cuGraphExecDestroy && a.cuGraphDestroy;
+    if (why) *why = ok ? "" : device_.str() + ": the driver has no graph capture entry points";
+    return ok;
+  }
+  void beginRecording(StreamHandle stream) override {
+    makeCurrent();
+    KILN_CU(api().cuStreamBeginCapture(this->stream(stream), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  }
+  std::unique_ptr<RecordedWork> endRecording(StreamHandle stream) override {
+    makeCurrent();
+    CUgraph graph = nullptr;
+    KILN_CU(api().cuStreamEndCapture(this->stream(stream), &graph));
+    size_t nodes = 0;
+    CUgraphExec exec = nullptr;
+    const CUresult counted = api().cuGraphGetNodes(graph, nullptr, &nodes);
+    const CUresult made = counted == CUDA_SUCCESS ? api().cuGraphInstantiate(&exec, graph, 0) : counted;
+    api().cuGraphDestroy(graph);
+    KILN_CHECK(made == CUDA_SUCCESS, "{}: cuda: cannot instantiate a captured graph: {}", device_.str(),
+               resultText(made));
+    return std::make_unique<CudaGraph>(index_, exec, static_cast<int>(nodes));
+  }
 
  private:
   int attribute(CUdevice_attribute which) const {

@@ -162,4 +162,18 @@ std::shared_ptr<Buffer> allocateBuffer(Device device, size_t bytes) { return std
 
 std::shared_ptr<Buffer> allocatePinnedBuffer(size_t bytes) { return std::make_shared<Buffer>(Buffer::Pinned{}, bytes); }
 
+bool DeviceInterface::canRecord(std::string* why) const {
+  if (why) *why = device().str() + " does not record launches";
+  return false;
+}
+
+void DeviceInterface::beginRecording(StreamHandle) {
+  KILN_ASSERT(false, "{} was asked to record launches, which it cannot", device().str());
+}
+
+std::unique_ptr<RecordedWork> DeviceInterface::endRecording(StreamHandle) {
+  KILN_ASSERT(false, "{} was asked to end a recording it cannot make", device().str());
+  return nullptr;
+}
+
 }  // namespace kiln::runtime

@@ -138,6 +138,28 @@ class KernelModule {
   std::string name_;
 };
 
+// Note [Recorded work]
+// A driver that can record (a CUDA graph, an OpenCL command buffer) turns
+// the kernel launches and device-to-device copies enqueued on a stream
+// between beginRecording and endRecording into one RecordedWork: while
+// recording, they are kept, not run (with the buffers, arguments and
+// shapes they were given then), and each replay() enqueues all of them on
+// the stream, in order, as one command. Nothing else may be enqueued on a
+// recording stream (a host copy, a fill, an event, a library's own
+// enqueue): drivers refuse what they cannot record with an InternalError.
+// The Executable records compiled programs (Note [Graph replay] in
+// runtime/executable.cpp).
+
+/// Work a driver recorded, replayed as one command (Note [Recorded work]).
+class RecordedWork {
+ public:
+  virtual ~RecordedWork() = default;
+  /// Enqueues the recorded work on `stream`, the stream it was recorded on.
+  virtual void replay(StreamHandle stream) = 0;
+  /// The launches and copies recorded.
+  virtual int commands() const = 0;
+};
+
 /// What a driver says of its device.
 struct DeviceProperties {
   std::string name;           ///< "AMD EPYC 7B13", "NVIDIA H200"
@@ -228,6 +250,16 @@ class DeviceInterface {
   virtual double elapsedMs(EventHandle start, EventHandle end) = 0;
   /// Waits for all work on every stream of the device.
   virtual void synchronize() = 0;
+
+  // Recording (Note [Recorded work]); drivers without it keep the defaults.
+  /// Whether launches and copies can be recorded; `why` says why not.
+  virtual bool canRecord(std::string* why) const;
+  /// Starts recording what is enqueued on `stream`.
+  virtual void beginRecording(StreamHandle stream);
+  /// Stops recording on `stream` and returns what was recorded. Called on
+  /// every path after beginRecording, errors included (then the result is
+  /// dropped), so that the stream runs work again.
+  virtual std::unique_ptr<RecordedWork> endRecording(StreamHandle stream);
 };
 
 /// The driver of `device`. Throws kiln::Error saying why when the device

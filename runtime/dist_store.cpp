@@ -19,7 +19,12 @@ int64_t addTo(const std::string& key, const Bytes* current, int64_t delta, Bytes
     auto [ptr, ec] = std::from_chars(begin, end, value);
     KILN_CHECK(ec == std::errc() && ptr == end, "store: add to key {}: its value is not a decimal integer", key);
   }
-  value += delta;
+  // A sum past int64 is an error, not undefined behaviour (found by the
+  // store fuzzer: a client may send any delta).
+  int64_t sum = 0;
+  KILN_CHECK(!__builtin_add_overflow(value, delta, &sum), "store: add to key {}: {} + {} overflows a 64-bit integer",
+             key, value, delta);
+  value = sum;
   const std::string text = std::to_string(value);
   updated.assign(text.begin(), text.end());
   return value;
@@ -134,7 +139,8 @@ void HashStore::wait(const std::vector<std::string>& keys, std::chrono::millisec
       if (!data_.count(k)) m.push_back(k);
     return m;
   };
-  if (!changed_.wait_for(lock, timeout, [&] { return missing().empty(); })) fail("{}", waitTimeoutMessage(missing(), timeout));
+  if (!changed_.wait_for(lock, timeout, [&] { return missing().empty(); }))
+    fail("{}", waitTimeoutMessage(missing(), timeout));
 }
 
 int64_t HashStore::numKeys() {

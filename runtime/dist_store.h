@@ -83,6 +83,7 @@ class PrefixStore final : public Store {
   bool check(const std::vector<std::string>& keys) override;
   bool deleteKey(const std::string& key) override;
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  using Store::set;
   using Store::wait;
   int64_t numKeys() override { return base_->numKeys(); }
   const std::shared_ptr<Store>& base() const { return base_; }
@@ -105,6 +106,7 @@ class HashStore final : public Store {
   bool check(const std::vector<std::string>& keys) override;
   bool deleteKey(const std::string& key) override;
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  using Store::set;
   using Store::wait;
   int64_t numKeys() override;
 

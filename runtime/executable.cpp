@@ -2,9 +2,11 @@
 // through the device's driver on its current stream.
 #include "runtime/executable.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include "runtime/error.h"
+#include "runtime/executable_replay.h"
 #include "runtime/stream.h"
 
 namespace kiln::runtime {
@@ -14,11 +16,55 @@ std::atomic<int64_t> gLaunches{0};
 }
 
 int64_t kernelLaunchCount() { return gLaunches.load(std::memory_order_relaxed); }
+void countLaunches(int64_t n) { gLaunches.fetch_add(n, std::memory_order_relaxed); }
 
 std::shared_ptr<const KernelModule> loadHostKernel(std::string name, CpuKernelFn fn,
                                                    std::shared_ptr<const void> keepAlive) {
   return deviceInterface(Device::cpu())
       .loadModule(KernelImage::hostFunction(std::move(name), fn, std::move(keepAlive)));
+}
+
+void Executable::allocateUnbound(std::vector<std::shared_ptr<Buffer>>& bound, std::vector<DevicePtr>& base) const {
+  std::vector<std::shared_ptr<Buffer>> shared(buffers.size());
+  for (size_t b = 0; b < buffers.size(); ++b) shared[b] = allocateBuffer(buffers[b].device, buffers[b].bytes);
+  for (size_t s = 0; s < slots.size(); ++s) {
+    if (bound[s] || std::find(inputSlots.begin(), inputSlots.end(), static_cast<int>(s)) != inputSlots.end()) continue;
+    const int planned = slotBuffers.empty() ? -1 : slotBuffers[s];
+    if (planned >= 0) {
+      KILN_ASSERT(shared[planned]->bytes() >= slots[s].bytes && buffers[planned].device == slots[s].device,
+                  "slot {} does not fit its planned buffer {}", s, planned);
+      bound[s] = shared[planned];
+    } else {
+      bound[s] = allocateBuffer(slots[s].device, slots[s].bytes);
+    }
+    base[s] = bound[s]->ptr();
+  }
+}
+
+void Executable::launchStep(size_t s, const std::vector<DevicePtr>& base, DeviceInterface& driver,
+                            StreamHandle stream) const {
+  DevicePtr local[8];
+  std::vector<DevicePtr> heap;
+  const std::vector<int>& stepSlots = runtime::stepSlots(steps[s]);
+  const std::vector<int64_t>& offsets =
+      std::visit([](const auto& x) -> const std::vector<int64_t>& { return x.offsets; }, steps[s]);
+  DevicePtr* ptrs = local;
+  if (stepSlots.size() > std::size(local)) {
+    heap.resize(stepSlots.size());
+    ptrs = heap.data();
+  }
+  for (size_t p = 0; p < stepSlots.size(); ++p) {
+    ptrs[p] = base[static_cast<size_t>(stepSlots[p])];
+    ptrs[p].offset += static_cast<size_t>(offsets.empty() ? 0 : offsets[p]);
+  }
+  const std::span<const DevicePtr> bound(ptrs, stepSlots.size());
+  if (const auto* step = std::get_if<KernelStep>(&steps[s])) {
+    driver.launch(*step->kernel, bound, step->args, step->shape, stream);
+  } else if (const auto* call = std::get_if<LibraryStep>(&steps[s])) {
+    call->fn(LibraryCall{device, stream, bound, call->args});
+  } else {
+    driver.copyDeviceToDevice(bound[1], bound[0], std::get<CopyStep>(steps[s]).bytes, stream);
+  }
 }
 
 int Executable::numLibraryCalls() const {
@@ -52,10 +98,15 @@ std::vector<std::shared_ptr<Buffer>> Executable::run(const std::vector<std::shar
               "executable got {} output offsets for {} outputs", outputOffsets.size(), outputs.size());
   std::vector<std::shared_ptr<Buffer>> bound(slots.size());
   std::vector<DevicePtr> base(slots.size());
+  const HostInputs host = hostInputs(*this, inputs);
   auto bindCallers = [&](int slot, const std::shared_ptr<Buffer>& buffer, int64_t offset, const char* what, size_t i) {
     const SlotSpec& spec = slots[slot];
     KILN_ASSERT(buffer && offset >= 0 && buffer->bytes() >= spec.bytes + static_cast<size_t>(offset),
                 "{} {} is smaller than its slot", what, i);
+    if (buffer->device() != spec.device && buffer->device().isCpu() && what[0] == 'i') {
+      bound[slot] = buffer;  // uploaded below (HostInputs)
+      return;
+    }
     KILN_ASSERT(buffer->device() == spec.device, "{} {} on {} bound to a slot on {}", what, i, buffer->device().str(),
                 spec.device.str());
     KILN_ASSERT(!bound[slot], "{} {} bound to a slot bound before", what, i);
@@ -68,46 +119,25 @@ std::vector<std::shared_ptr<Buffer>> Executable::run(const std::vector<std::shar
     if (outputs[i]) bindCallers(outputSlots[i], outputs[i], outputOffsets.empty() ? 0 : outputOffsets[i], "output", i);
   KILN_ASSERT(slotBuffers.empty() || slotBuffers.size() == slots.size(), "memory plan of {} slots for {} slots",
               slotBuffers.size(), slots.size());
-  std::vector<std::shared_ptr<Buffer>> shared(buffers.size());
-  for (size_t b = 0; b < buffers.size(); ++b) shared[b] = allocateBuffer(buffers[b].device, buffers[b].bytes);
-  for (size_t s = 0; s < slots.size(); ++s) {
-    if (bound[s]) continue;
-    const int planned = slotBuffers.empty() ? -1 : slotBuffers[s];
-    if (planned >= 0) {
-      KILN_ASSERT(shared[planned]->bytes() >= slots[s].bytes && buffers[planned].device == slots[s].device,
-                  "slot {} does not fit its planned buffer {}", s, planned);
-      bound[s] = shared[planned];
-    } else {
-      bound[s] = allocateBuffer(slots[s].device, slots[s].bytes);
-    }
-    base[s] = bound[s]->ptr();
+  if (replay != GraphReplay::off && outputs.empty()) {
+    std::vector<std::shared_ptr<Buffer>> results;
+    if (runReplayed(*this, inputs, inputOffsets, host, base, results)) return results;
   }
-
   DeviceInterface& driver = deviceInterface(device);
   const StreamHandle stream = currentStream(device).handle();
-  std::vector<DevicePtr> ptrs;
-  auto bind = [&](const std::vector<int>& stepSlots, const std::vector<int64_t>& offsets) {
-    ptrs.clear();
-    for (size_t p = 0; p < stepSlots.size(); ++p) {
-      DevicePtr ptr = base[stepSlots[p]];
-      ptr.offset += static_cast<size_t>(offsets.empty() ? 0 : offsets[p]);
-      ptrs.push_back(ptr);
+  if (!host.empty()) {
+    // Note [Per-call values are uploaded together]
+    std::shared_ptr<Buffer> packed = allocateBuffer(device, host.bytes);
+    uploadHostInputs(*this, host, inputs, inputOffsets, packed->ptr(), driver, stream);
+    for (size_t k = 0; k < host.inputs.size(); ++k) {
+      const auto slot = static_cast<size_t>(inputSlots[host.inputs[k]]);
+      bound[slot] = packed;
+      base[slot] = packed->ptr(host.offsets[k]);
     }
-  };
-  for (const Step& s : steps) {
-    if (const auto* step = std::get_if<KernelStep>(&s)) {
-      bind(step->slots, step->offsets);
-      driver.launch(*step->kernel, ptrs, step->args, step->shape, stream);
-    } else if (const auto* call = std::get_if<LibraryStep>(&s)) {
-      bind(call->slots, call->offsets);
-      call->fn(LibraryCall{device, stream, ptrs, call->args});
-    } else {
-      const auto& copy = std::get<CopyStep>(s);
-      bind(copy.slots, copy.offsets);
-      driver.copyDeviceToDevice(ptrs[1], ptrs[0], copy.bytes, stream);
-    }
-    gLaunches.fetch_add(1, std::memory_order_relaxed);
   }
+  allocateUnbound(bound, base);
+  for (size_t s = 0; s < steps.size(); ++s) launchStep(s, base, driver, stream);
+  countLaunches(static_cast<int64_t>(steps.size()) + (host.empty() ? 0 : 1));
   std::vector<std::shared_ptr<Buffer>> results;
   results.reserve(outputSlots.size());
   for (int slot : outputSlots) results.push_back(bound[slot]);

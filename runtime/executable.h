@@ -18,7 +18,9 @@
 // - a copy of bytes from one slot to another.
 // Each names its buffer slots and where in each slot it starts. Collectives
 // are a further kind of step to come. The runtime knows nothing of the IR:
-// everything a step needs is in it.
+// everything a step needs is in it. An Executable marked `replay` records
+// its steps on devices that can (a CUDA graph, an OpenCL command buffer)
+// and replays them (Note [Graph replay] in runtime/executable_replay.cpp).
 #pragma once
 
 #include <cstdint>
@@ -88,6 +90,9 @@ struct LibraryStep {
   /// Bytes from the start of each buffer's slot to where the op reads it (a
   /// view's offset); empty when every buffer starts at its slot.
   std::vector<int64_t> offsets;
+  /// Whether a device recording records what `fn` enqueues (Note [Graph
+  /// replay] in runtime/executable_replay.cpp).
+  bool recordable = false;
 };
 
 /// `bytes` bytes from the first slot to the second, through the driver's
@@ -109,6 +114,24 @@ inline const std::string& stepName(const Step& step) {
 inline const std::vector<int>& stepSlots(const Step& step) {
   return std::visit([](const auto& s) -> const std::vector<int>& { return s.slots; }, step);
 }
+
+struct ReplayCache;
+
+/// When an Executable is recorded and replayed (Note [Graph replay]).
+enum class GraphReplay : uint8_t {
+  off,      ///< never: the steps run one by one
+  cheaper,  ///< when a replay enqueues fewer commands than the steps
+  always,   ///< whenever the device records (tests; a device where a launch costs more than a command)
+};
+
+/// What graph replay did for one Executable (Note [Graph replay]).
+struct ReplayInfo {
+  int64_t recordings = 0;  ///< recordings made (each replaces the one before on its stream)
+  int64_t replays = 0;     ///< runs that replayed a recording
+  int commandsPerRun = 0;  ///< what the last recording enqueues per run (replays, copies, library calls)
+  int stagedInputs = 0;    ///< inputs the last recording copies in (their buffer changes between calls)
+  std::string off;         ///< why replay is off on the last stream asked (empty: it is not)
+};
 
 struct SlotSpec {
   size_t bytes = 0;
@@ -142,6 +165,19 @@ class Executable {
                                            const std::vector<std::shared_ptr<Buffer>>& outputs = {},
                                            const std::vector<int64_t>& outputOffsets = {}) const;
 
+  /// Per output, the input whose tensor the caller stores the output's
+  /// value into after the run (an optimizer's update of a parameter that
+  /// was not donated), or -1: a replay writes it into that input's buffer
+  /// itself and returns that buffer, so the input stays where it is
+  /// (Note [Graph replay]). Empty: none.
+  std::vector<int> writeBack;
+  /// Whether run() may record the steps and replay them on a device that
+  /// records (Note [Graph replay]); kiln::compile sets it.
+  GraphReplay replay = GraphReplay::off;
+  /// The recordings and what run() saw of earlier calls, shared by copies
+  /// of this Executable.
+  std::shared_ptr<ReplayCache> replayCache;
+
   /// Steps one run launches: kernels, library calls and copies.
   int numKernels() const { return static_cast<int>(steps.size()); }
   /// Of numKernels(), the library calls.
@@ -150,11 +186,30 @@ class Executable {
   /// plan and the slots of intermediates outside it (all of them without a
   /// plan).
   size_t intermediateBytes() const;
+  /// What graph replay did so far.
+  ReplayInfo replayInfo() const;
+
+  /// Allocates a buffer for every slot but the inputs that `bound` has none
+  /// for (the plan's shared buffers, intermediates, outputs) and sets its
+  /// `base`.
+  void allocateUnbound(std::vector<std::shared_ptr<Buffer>>& bound, std::vector<DevicePtr>& base) const;
+  /// Enqueues step `s` with the slot addresses `base` on `stream` of `driver`, the device's.
+  void launchStep(size_t s, const std::vector<DevicePtr>& base, DeviceInterface& driver, StreamHandle stream) const;
 };
 
-/// Kernels, library calls and copies launched by this process so far, for
-/// kiln-bench and tests.
+/// A cache for Executable::replayCache.
+std::shared_ptr<ReplayCache> makeReplayCache();
+
+/// Whether graph replay is allowed in this process: KILN_GRAPH_REPLAY=0
+/// turns it off everywhere (read once).
+bool graphReplayEnabled();
+
+/// Commands executables enqueued in this process so far, for kiln-bench and
+/// tests: kernels, library calls and copies, and a replayed recording
+/// counts once (Note [Graph replay]).
 int64_t kernelLaunchCount();
+/// Adds `n` to kernelLaunchCount().
+void countLaunches(int64_t n);
 
 /// A host function with the CPU kernel ABI, loaded on the CPU as a kernel
 /// (for hand-written steps: tests, runtime-internal kernels).

@@ -15,16 +15,18 @@
 
 #if KILN_HAVE_OPENCL
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <thread>
 #include <cstring>
 #include <map>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "runtime/log.h"
 #include "runtime/opencl_context.h"
+#include "runtime/opencl_recording.h"
 #endif
 
 namespace kiln::runtime {
@@ -143,6 +145,7 @@ class OpenCLDevice final : public DeviceInterface {
   // --- copies ---
   void copyHostToDevice(DevicePtr dst, const void* src, size_t bytes, StreamHandle stream) override {
     if (!bytes) return;
+    refuseWhileRecording(stream, "a host-to-device copy");
     cl_command_queue queue = queue_(stream);
     if (bytes <= kStagedCopy) {
       void* staging = std::malloc(bytes);
@@ -163,20 +166,27 @@ class OpenCLDevice final : public DeviceInterface {
   }
   void copyDeviceToHost(void* dst, DevicePtr src, size_t bytes, StreamHandle stream) override {
     if (!bytes) return;
+    refuseWhileRecording(stream, "a device-to-host copy");
     KILN_CL(clEnqueueReadBuffer(queue_(stream), memOf(src), CL_TRUE, src.offset, bytes, dst, 0, nullptr, nullptr));
   }
   void copyHostToDeviceAsync(DevicePtr dst, const void* src, size_t bytes, StreamHandle stream) override {
     if (!bytes) return;
+    refuseWhileRecording(stream, "a host-to-device copy");
     KILN_CL(clEnqueueWriteBuffer(queue_(stream), memOf(dst), CL_FALSE, dst.offset, bytes, src, 0, nullptr, nullptr));
     clFlush(queue_(stream));
   }
   void copyDeviceToHostAsync(void* dst, DevicePtr src, size_t bytes, StreamHandle stream) override {
     if (!bytes) return;
+    refuseWhileRecording(stream, "a device-to-host copy");
     KILN_CL(clEnqueueReadBuffer(queue_(stream), memOf(src), CL_FALSE, src.offset, bytes, dst, 0, nullptr, nullptr));
     clFlush(queue_(stream));
   }
   void copyDeviceToDevice(DevicePtr dst, DevicePtr src, size_t bytes, StreamHandle stream) override {
     if (!bytes) return;
+    if (Recorder* recorder = recorderOf(stream)) {
+      recorder->addCopy(memOf(src), src.offset, memOf(dst), dst.offset, bytes);
+      return;
+    }
     KILN_CL(clEnqueueCopyBuffer(queue_(stream), memOf(src), memOf(dst), src.offset, dst.offset, bytes, 0, nullptr,
                                 nullptr));
   }
@@ -186,6 +196,7 @@ class OpenCLDevice final : public DeviceInterface {
     KILN_ASSERT(bytes % patternBytes == 0 && dst.offset % patternBytes == 0,
                 "fill of {} bytes at {} with a pattern of {}", bytes, dst.offset, patternBytes);
     if (!bytes) return;
+    refuseWhileRecording(stream, "a fill");
     KILN_CL(
         clEnqueueFillBuffer(queue_(stream), memOf(dst), pattern, patternBytes, dst.offset, bytes, 0, nullptr, nullptr));
   }
@@ -243,13 +254,34 @@ class OpenCLDevice final : public DeviceInterface {
       for (const DevicePtr& b : buffers)
         KILN_ASSERT(b.offset == 0, "kernel {}: OpenCL buffers are offset in the kernel", k.name());
     }
-    std::lock_guard lock(k.mutex);
-    for (size_t i = 0; i < buffers.size(); ++i) {
-      cl_mem mem = memOf(buffers[i]);
-      KILN_CL(clSetKernelArg(k.kernel, static_cast<cl_uint>(i), sizeof(cl_mem), &mem));
+    auto setArgs = [&](cl_kernel target) {
+      for (size_t i = 0; i < buffers.size(); ++i) {
+        cl_mem mem = memOf(buffers[i]);
+        KILN_CL(clSetKernelArg(target, static_cast<cl_uint>(i), sizeof(cl_mem), &mem));
+      }
+      KILN_CL(
+          clSetKernelArg(target, static_cast<cl_uint>(buffers.size()), words.size() * sizeof(int64_t), words.data()));
+    };
+    if (Recorder* recorder = recorderOf(stream)) {
+      // A kernel of its own per recorded launch (Note [Command buffers on PoCL]).
+      cl_int status = CL_SUCCESS;
+      cl_kernel clone = nullptr;
+      {
+        std::lock_guard lock(k.mutex);
+        clone = clCloneKernel(k.kernel, &status);
+      }
+      KILN_CL(status);
+      try {
+        setArgs(clone);
+      } catch (...) {
+        clReleaseKernel(clone);
+        throw;
+      }
+      recorder->addKernel(clone, global, local);
+      return;
     }
-    KILN_CL(clSetKernelArg(k.kernel, static_cast<cl_uint>(buffers.size()), words.size() * sizeof(int64_t),
-                           words.data()));
+    std::lock_guard lock(k.mutex);
+    setArgs(k.kernel);
     KILN_CL(clEnqueueNDRangeKernel(queue_(stream), k.kernel, 1, nullptr, &global, &local, 0, nullptr, nullptr));
   }
 
@@ -289,6 +321,7 @@ class OpenCLDevice final : public DeviceInterface {
     delete e;
   }
   void recordEvent(EventHandle event, StreamHandle stream) override {
+    refuseWhileRecording(stream, "an event");
     auto* e = static_cast<OpenCLEvent*>(event.native);
     cl_event marker = nullptr;
     KILN_CL(clEnqueueMarkerWithWaitList(queue_(stream), 0, nullptr, &marker));
@@ -335,9 +368,48 @@ class OpenCLDevice final : public DeviceInterface {
     }
   }
 
+  // --- recording (Note [Recorded work]) ---
+  bool canRecord(std::string* why) const override { return opencl::canRecord(index_, why); }
+  void beginRecording(StreamHandle stream) override {
+    std::lock_guard lock(recordMutex_);
+    auto [it, fresh] = recorders_.try_emplace(queue_(stream));
+    KILN_ASSERT(fresh, "{}: a stream is recorded twice at once", device_.str());
+    try {
+      it->second = std::make_unique<Recorder>(index_, queue_(stream));
+    } catch (...) {
+      recorders_.erase(it);
+      throw;
+    }
+    recording_.fetch_add(1);
+  }
+  std::unique_ptr<RecordedWork> endRecording(StreamHandle stream) override {
+    std::unique_ptr<Recorder> recorder;
+    {
+      std::lock_guard lock(recordMutex_);
+      auto it = recorders_.find(queue_(stream));
+      KILN_ASSERT(it != recorders_.end(), "{}: end of a recording never begun", device_.str());
+      recorder = std::move(it->second);
+      recorders_.erase(it);
+      recording_.fetch_sub(1);
+    }
+    return recorder->finish();
+  }
+
   cl_command_queue queueFor(StreamHandle stream) const { return queue_(stream); }
 
  private:
+  /// The recording in progress on `stream`'s queue, or null (the common
+  /// case, answered without a lock).
+  Recorder* recorderOf(StreamHandle stream) {
+    if (recording_.load(std::memory_order_acquire) == 0) return nullptr;
+    std::lock_guard lock(recordMutex_);
+    auto it = recorders_.find(queue_(stream));
+    return it == recorders_.end() ? nullptr : it->second.get();
+  }
+  /// Work that cannot be recorded must not reach a recording stream.
+  void refuseWhileRecording(StreamHandle stream, const char* what) {
+    KILN_ASSERT(!recorderOf(stream), "{}: {} enqueued on a stream being recorded", device_.str(), what);
+  }
   cl_command_queue queue_(StreamHandle stream) const {
     return stream.native ? static_cast<cl_command_queue>(stream.native) : defaultQueue_;
   }
@@ -363,6 +435,9 @@ class OpenCLDevice final : public DeviceInterface {
   cl_command_queue defaultQueue_ = nullptr;
   mutable std::mutex queueMutex_;
   std::set<cl_command_queue> queues_;
+  std::mutex recordMutex_;
+  std::map<cl_command_queue, std::unique_ptr<Recorder>> recorders_;
+  std::atomic<int> recording_{0};
   OpenCLSegments segments_;
   CachingAllocator allocator_;
 };

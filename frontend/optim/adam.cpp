@@ -64,7 +64,7 @@ void Adam::step() {
     const bool decay = *paramGroups()[gi].weightDecay != 0;
     // Inside kiln::compile the update's shape depends on this (Note [Guards]).
     kiln::detail::guardHost(fmt::format("{} group {} has {} weight decay", name_, gi, decay ? "a nonzero" : "no"),
-                      [this, gi, decay] { return (*paramGroups()[gi].weightDecay != 0) == decay; });
+                            [this, gi, decay] { return (*paramGroups()[gi].weightDecay != 0) == decay; });
     for (const Tensor& param : paramGroups()[gi].params) {
       Tensor grad = param.grad();
       if (!grad.defined()) continue;
@@ -89,9 +89,10 @@ void Adam::step() {
             const double stepSize = lr / biasCorrection1;
             const double biasCorrection2Sqrt = std::pow(biasCorrection2, 0.5);  // Python's ** 0.5
             const double decayFactor = decoupledWeightDecay_ ? 1 - lr * weightDecay : weightDecay;
-            return std::vector<Tensor>{full({}, decayFactor, scalar.dtype, scalar.device),
-                                       full({}, -stepSize, scalar.dtype, scalar.device),
-                                       full({}, biasCorrection2Sqrt, scalar.dtype, scalar.device)};
+            // On the host: moved or uploaded by perCall (frontend/per_call.h).
+            return std::vector<Tensor>{full({}, decayFactor, scalar.dtype, Device::cpu()),
+                                       full({}, -stepSize, scalar.dtype, Device::cpu()),
+                                       full({}, biasCorrection2Sqrt, scalar.dtype, Device::cpu())};
           });
       if (decay) {
         if (decoupledWeightDecay_)

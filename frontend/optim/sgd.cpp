@@ -44,7 +44,7 @@ void SGD::step() {
     const bool decay = *paramGroups()[gi].weightDecay != 0;
     // Inside kiln::compile the update's shape depends on this (Note [Guards]).
     kiln::detail::guardHost(fmt::format("SGD group {} has {} weight decay", gi, decay ? "a nonzero" : "no"),
-                      [this, gi, decay] { return (*paramGroups()[gi].weightDecay != 0) == decay; });
+                            [this, gi, decay] { return (*paramGroups()[gi].weightDecay != 0) == decay; });
     for (const Tensor& param : paramGroups()[gi].params) {
       Tensor grad = param.grad();
       if (!grad.defined()) continue;
@@ -54,8 +54,8 @@ void SGD::step() {
       const std::vector<Tensor> k =
           kiln::detail::perCall({{"sgd_neg_lr", scalar}, {"sgd_weight_decay", scalar}}, [this, gi, scalar] {
             return std::vector<Tensor>{
-                full({}, -*paramGroups()[gi].lr, scalar.dtype, scalar.device),
-                full({}, *paramGroups()[gi].weightDecay, scalar.dtype, scalar.device)};
+                full({}, -*paramGroups()[gi].lr, scalar.dtype, Device::cpu()),  // moved or uploaded by perCall
+                full({}, *paramGroups()[gi].weightDecay, scalar.dtype, Device::cpu())};
           });
       if (decay) grad = add(grad, mul(param, k[1]));  // grad.add(param, alpha=weight_decay)
       if (momentum != 0) {
@@ -69,7 +69,7 @@ void SGD::step() {
             });
         if (first) {
           buf = zeros(grad.shape(), grad.dtype(), grad.device());  // eager, also inside a trace
-          buf.copy_(grad);                                          // torch.clone(grad)
+          buf.copy_(grad);                                         // torch.clone(grad)
         } else {
           buf.mul_(momentum).add_(grad, 1 - options_.dampening);
         }

@@ -106,13 +106,15 @@ TEST_P(DeviceTraining, ACompiledTrainingStepLaunchesTheCpusKernelCount) {
     nn::Sequential model(nn::Linear(8, 16), nn::ReLU(), nn::Linear(16, 4));
     model->to(d);
     optim::AdamW adam(model->parameters(), optim::AdamWOptions{.lr = 0.01});
-    auto step = compile([&](const Tensor& x, const Tensor& target) {
-      adam.zeroGrad();
-      Tensor loss = crossEntropy(model->forward(x), target);
-      loss.backward();
-      adam.step();
-      return loss;
-    });
+    auto step = compile(
+        [&](const Tensor& x, const Tensor& target) {
+          adam.zeroGrad();
+          Tensor loss = crossEntropy(model->forward(x), target);
+          loss.backward();
+          adam.step();
+          return loss;
+        },
+        CompileOptions{.graphReplay = runtime::GraphReplay::off});  // kernel by kernel (replay_test.cpp replays)
     const Tensor x = values({5, 8}).to(d);
     const Tensor target = fromVector(std::vector<int64_t>{0, 3, 1, 2, 3}, Shape{5}).to(d);
     step(x, target);
@@ -122,7 +124,9 @@ TEST_P(DeviceTraining, ACompiledTrainingStepLaunchesTheCpusKernelCount) {
   };
   const auto [cpuKernels, cpuLoss] = kernelsOfAStep(Device::cpu());
   const auto [kernels, loss] = kernelsOfAStep(dev);
-  EXPECT_EQ(kernels, cpuKernels);
+  // Plus, off the CPU, one upload of the step's per-call numbers (Note
+  // [Per-call values are uploaded together]).
+  EXPECT_EQ(kernels, cpuKernels + (dev.isCpu() ? 0 : 1));
   EXPECT_NEAR(loss, cpuLoss, 1e-5);
 }
 

@@ -22,9 +22,9 @@ Tensor chain8Math(const Tensor& x) {
 
 Tensor biasRelu(const Tensor& x, const Tensor& b) { return relu(x + b); }
 
-MlpTrainStep::MlpTrainStep()
-    : model_(nn::Linear(kIn, kHidden), nn::ReLU(), nn::Linear(kHidden, kHidden), nn::ReLU(),
-             nn::Linear(kHidden, kClasses)),
+MlpTrainStep::MlpTrainStep(Sizes s)
+    : model_(nn::Linear(s.in, s.hidden), nn::ReLU(), nn::Linear(s.hidden, s.hidden), nn::ReLU(),
+             nn::Linear(s.hidden, s.classes)),
       optimizer_(model_->parameters()) {}
 
 Tensor MlpTrainStep::operator()(const Tensor& x, const Tensor& labels) {
@@ -35,8 +35,8 @@ Tensor MlpTrainStep::operator()(const Tensor& x, const Tensor& labels) {
   return loss;
 }
 
-std::vector<ir::TensorType> MlpTrainStep::inputTypes() {
-  return {{DType::f32, {kBatch, kIn}, Device::cpu()}, {DType::i64, {kBatch}, Device::cpu()}};
+std::vector<ir::TensorType> MlpTrainStep::inputTypes(Sizes s) {
+  return {{DType::f32, {s.batch, s.in}, Device::cpu()}, {DType::i64, {s.batch}, Device::cpu()}};
 }
 
 Tensor reluDropout(const Tensor& x) { return dropout(relu(x), 0.1); }

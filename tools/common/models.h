@@ -57,24 +57,30 @@ struct TransformerBlockWeights {
 };
 Tensor transformerBlock(const Tensor& x, const TransformerBlockWeights& p, int64_t heads);
 
+/// The sizes of tools::MlpTrainStep: x f32[batch, in], two hidden layers.
+struct MlpSizes {
+  int64_t in = 784, hidden = 1024, classes = 10, batch = 256;
+};
+
 /// One training step of issue 3's MLP: Linear(784, 1024)-ReLU-Linear(1024,
 /// 1024)-ReLU-Linear(1024, 10), crossEntropy against class labels,
 /// backward(), then an AdamW step (PyTorch's defaults: lr 1e-3, weight decay
 /// 1e-2) on parameters and optimizer state kept in the object. kiln-bench's
 /// `mlp_train_step` and `irdump --example mlp_train_step`; it compiles whole
-/// (docs/compile.md).
+/// (docs/compile.md). Other sizes make kiln-bench's mlp_train_step_small.
 class MlpTrainStep {
  public:
   static constexpr int64_t kIn = 784, kHidden = 1024, kClasses = 10, kBatch = 256;
+  using Sizes = MlpSizes;
   /// Makes the model (initialized from the default generator) and its
   /// optimizer; made while kiln::compile traces, they are eager state too
   /// (Note [Initialization is eager]).
-  MlpTrainStep();
+  explicit MlpTrainStep(Sizes sizes = {});
   /// One step on x f32[N,784] and labels i64[N] in [0, 10); returns the loss
   /// (computed before the update).
   Tensor operator()(const Tensor& x, const Tensor& labels);
-  /// The inputs' types at batch kBatch: x and labels.
-  static std::vector<ir::TensorType> inputTypes();
+  /// The inputs' types: x and labels.
+  static std::vector<ir::TensorType> inputTypes(Sizes sizes = {});
 
  private:
   nn::Sequential model_;

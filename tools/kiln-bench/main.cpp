@@ -101,6 +101,9 @@ int run(const Options& options) {
   RunPolicy policy;
   policy.repeats = options.repeats;
   policy.device = kiln::Device::parse(options.device);
+  policy.replay = options.replay == "off"      ? kiln::runtime::GraphReplay::off
+                  : options.replay == "always" ? kiln::runtime::GraphReplay::always
+                                               : kiln::runtime::GraphReplay::cheaper;
   {
     std::string why;
     if (!kiln::runtime::isDeviceAvailable(policy.device, &why))

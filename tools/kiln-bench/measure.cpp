@@ -177,7 +177,8 @@ Result runWorkload(const Workload& w, const RunPolicy& policy) {
   r.outputBytes = tensorBytes(expected);
 
   // Compiled: the first call traces, runs the passes, compiles and runs once.
-  // The engine of kiln::compile(w.fn), with kiln::compile's default options.
+  // The engine of kiln::compile(w.fn), with kiln::compile's default options but
+  // graph replay as --replay says.
   // CompiledFunction::operator() takes tensors one by one and cannot yet call
   // a function of one std::vector<Tensor>, which models are; CompiledFunction
   // is a thin typed wrapper around this same call. An eager-only workload
@@ -196,7 +197,7 @@ Result runWorkload(const Workload& w, const RunPolicy& policy) {
       kernels.clear();
       if (cold) codegen::DiskCache::instance().clear();
       if (w.resetState) w.resetState();
-      engine.emplace(w.fn, CompileOptions{});
+      engine.emplace(w.fn, CompileOptions{.graphReplay = policy.replay});
       const double kernelMsBefore = kernels.stats().compileMs;
       gen.manualSeed(seed);
       gen.setOffset(offset);
@@ -249,6 +250,20 @@ Result runWorkload(const Workload& w, const RunPolicy& policy) {
     yardstick.sample(kCopySamples);
     r.compiledRuns = static_cast<int>(compiledTimes.size());
     r.compiledMs = median(compiledTimes);
+  }
+  // Graph replay: the same program run kernel by kernel, for the per-call
+  // cost replay saves (a second engine: same kernels, from the cache).
+  if (engine && device.canRecord(nullptr)) {
+    const runtime::ReplayInfo info = engine->lastReplay();
+    r.replayMeasured = true;
+    r.replayed = info.replays > 0;
+    r.replayOff = info.off;
+    kiln::detail::CompileEngine direct(w.fn, CompileOptions{.graphReplay = runtime::GraphReplay::off});
+    direct.call(inputs);
+    before = runtime::kernelLaunchCount();
+    direct.call(inputs);
+    r.kernelsCompiledNoReplay = runtime::kernelLaunchCount() - before;
+    r.compiledNoReplayMs = median(timeCalls([&] { direct.call(inputs); }, policy));
   }
   r.copyBytes = static_cast<int64_t>(yardstick.bytes());
   r.copySamplesGbps = yardstick.samplesGbps();

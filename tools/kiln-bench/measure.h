@@ -25,6 +25,7 @@ struct RunPolicy {
   int maxRuns = 20;            ///< adaptive: at most this many calls
   double budgetSeconds = 1.0;  ///< adaptive: stop once this much time is spent (after minRuns)
   Device device = Device::cpu();  ///< where the workloads, their inputs and the yardstick run
+  runtime::GraphReplay replay = runtime::GraphReplay::cheaper;  ///< the compiled side's graph replay
 };
 
 /// Wall-clock times in milliseconds of `fn` called under `policy`.
@@ -78,6 +79,14 @@ struct Result {
   double copyGbps = 0;                            ///< median of copySamplesGbps
   double flops = 0;                               ///< per call (Workload::flops); 0: not counted
   bool matches = false;                           ///< compiled output equals eager bit for bit
+  /// Graph replay, on a device that records (docs/devices.md): the compiled
+  /// side run again with replay off, its median and commands per call; and
+  /// why the default compiled side was not replayed, when it was not.
+  bool replayMeasured = false;
+  bool replayed = false;
+  double compiledNoReplayMs = NAN;
+  int64_t kernelsCompiledNoReplay = 0;
+  std::string replayOff;
   std::string mismatch;                           ///< where they differ, when they do
   bool hasCompiled = true;                        ///< Workload::compiles
   std::optional<TorchResult> torch;               ///< PyTorch's side, with --compare-torch

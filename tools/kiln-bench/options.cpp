@@ -12,7 +12,7 @@
 namespace kiln::bench {
 
 std::string usage() {
-  return "usage: kiln-bench [--device DEVICE] [--filter REGEX] [--repeats N] [--json FILE]\n"
+  return "usage: kiln-bench [--device DEVICE] [--replay MODE] [--filter REGEX] [--repeats N] [--json FILE]\n"
          "                  [--compare-torch [--no-torch-compile]] [--list] [--help]\n"
          "\n"
          "Runs each workload eagerly and compiled (kiln::compile) on a device and prints\n"
@@ -20,6 +20,9 @@ std::string usage() {
          "measured in the same run, kernels per call and compile time. See docs/benchmarks.md.\n"
          "\n"
          "  --device DEVICE run on cpu (default), opencl[:N] or cuda[:N]\n"
+         "  --replay MODE   graph replay of the compiled side on a device that records: cheaper\n"
+         "                  (default: when it enqueues fewer commands), always, off; the replay\n"
+         "                  table compares it with the program run kernel by kernel\n"
          "  --filter REGEX  run the workloads whose name contains a match of REGEX (ECMAScript)\n"
          "  --repeats N     time exactly N calls of each side (default: 5 to 20 calls, about 1 s)\n"
          "  --json FILE     also write the results to FILE as a JSON array, one object per workload\n"
@@ -49,6 +52,7 @@ Options parseOptions(const std::vector<std::string>& args) {
   CLI::Option* jsonOpt = app.add_option("--json", json);
   app.add_option("--repeats", o.repeats)->check(CLI::PositiveNumber);
   app.add_option("--device", o.device);
+  app.add_option("--replay", o.replay)->check(CLI::IsMember({"cheaper", "always", "off"}));
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last first
   try {
     app.parse(reversed);

@@ -15,6 +15,7 @@ struct Options {
   bool compareTorch = false;  ///< also measure each workload in PyTorch (torch_compare.h)
   bool torchCompile = true;   ///< with compareTorch: also torch.compile each workload
   std::string device = "cpu";  ///< --device: cpu, opencl[:N], cuda[:N]
+  std::string replay = "cheaper";  ///< --replay: the compiled side's CompileOptions::graphReplay
   bool list = false;
   bool help = false;
 };

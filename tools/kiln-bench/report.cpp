@@ -96,6 +96,32 @@ std::vector<Column> columns(bool torch) {
 }
 }  // namespace
 
+namespace {
+/// Graph replay's table, on a device that records: per workload, commands
+/// per call and median ms, kernel by kernel and replayed.
+void printReplay(std::ostream& os, const std::vector<Result>& results) {
+  bool any = false;
+  for (const Result& r : results) any = any || r.replayMeasured;
+  if (!any) return;
+  size_t width = std::string_view("workload").size();
+  for (const Result& r : results) width = std::max(width, r.name.size());
+  os << "\ngraph replay (compiled, on the device above; per call: commands enqueued, median ms)\n";
+  os << fmt::format("{:<{}} {:>10} {:>10} {:>10} {:>10} {:>8}\n", "workload", width, "cmds", "cmds rep.", "ms",
+                    "ms rep.", "ratio");
+  for (const Result& r : results) {
+    if (!r.replayMeasured) continue;
+    if (!r.replayed) {
+      os << fmt::format("{:<{}} {:>10} {:>10} {:>10} {:>10} {:>8}  not replayed: {}\n", r.name, width,
+                        r.kernelsCompiledNoReplay, "-", cell(r.compiledNoReplayMs), "-", "-", r.replayOff);
+      continue;
+    }
+    os << fmt::format("{:<{}} {:>10} {:>10} {:>10} {:>10} {:>7.2f}x\n", r.name, width, r.kernelsCompiledNoReplay,
+                      r.kernelsCompiled, cell(r.compiledNoReplayMs), cell(r.compiledMs),
+                      r.compiledNoReplayMs / r.compiledMs);
+  }
+}
+}  // namespace
+
 void printTable(std::ostream& os, const Machine& machine, const std::vector<Result>& results) {
   std::string copies;
   for (const Machine::Copy& c : machine.copies)
@@ -132,6 +158,7 @@ void printTable(std::ostream& os, const Machine& machine, const std::vector<Resu
       line += "  MISMATCH";
     os << line << "\n";
   }
+  printReplay(os, results);
   // Why PyTorch has no number where it has none (torch.compile needs a C++
   // compiler, say); "disabled" is said once in the header.
   if (!torch) return;
@@ -182,6 +209,10 @@ std::string toJson(const Machine& machine, const std::vector<Result>& results) {
     field("eager_gflops", r.flops > 0 ? num(r.eagerGflops()) : "null");
     field("compiled_gflops", r.flops > 0 ? num(r.compiledGflops()) : "null");
     field("matches_eager", r.hasCompiled ? (r.matches ? "true" : "false") : "null");
+    field("replayed", r.replayMeasured ? (r.replayed ? "true" : "false") : "null");
+    field("compiled_no_replay_ms", num(r.compiledNoReplayMs));
+    field("kernels_compiled_no_replay", r.replayMeasured ? count(r.kernelsCompiledNoReplay) : "null");
+    field("replay_off", r.replayMeasured && !r.replayed ? str(r.replayOff) : "null");
     field("threads", std::to_string(machine.threads));
     field("cpu", str(machine.cpu));
     field("device", str(machine.device));

@@ -113,9 +113,9 @@ def _pure(fn):
     return build
 
 
-def _mlp_train_step(inputs, compile_fn):
+def _mlp_train_step(inputs, compile_fn, hidden=MLP_HIDDEN):
     x, y = inputs
-    dims = (x.shape[1],) + MLP_HIDDEN + (MLP_CLASSES,)
+    dims = (x.shape[1],) + hidden + (MLP_CLASSES,)
     layers = []
     for i in range(len(dims) - 1):
         layers.append(torch.nn.Linear(dims[i], dims[i + 1]))
@@ -151,6 +151,7 @@ WORKLOADS = {
         lambda x, w1, b1, w2, b2, w3, b3: F.linear(torch.relu(F.linear(torch.relu(F.linear(x, w1, b1)), w2, b2)), w3, b3)
     ),
     "mlp_train_step": _mlp_train_step,
+    "mlp_train_step_small": lambda inputs, compile_fn: _mlp_train_step(inputs, compile_fn, hidden=(64, 64)),
     "relu_dropout_layernorm_train": _pure(relu_dropout_layernorm_train),
     "bias_gelu": _pure(lambda x, b: F.gelu(x + b)),
     "transformer_block": _pure(transformer_block),

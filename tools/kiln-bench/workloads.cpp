@@ -35,40 +35,40 @@ Workload fromModel(const std::string& name, double flops) {
 }
 
 namespace {
+using MlpTrainStepSizes = tools::MlpTrainStep::Sizes;
+
 // Issue 3's MLP train step (tools::MlpTrainStep): standard-normal x and
 // class labels from a fixed seed; the model and AdamW state are made at the
 // first call after resetState and kept; the compiled side traces the whole
 // step (docs/compile.md), sharing that state with the eager side.
-Workload mlpTrainStep() {
+Workload mlpTrainStep(std::string name, MlpTrainStepSizes s) {
   using tools::MlpTrainStep;
   Workload w;
-  w.name = "mlp_train_step";
-  w.description =
-      "one AdamW training step of an MLP 784-1024-1024-10 (Linear-ReLU-Linear-ReLU-Linear, crossEntropy, backward) "
-      "on a batch of 256";
-  w.inputTypes = MlpTrainStep::inputTypes();
-  w.makeInputs = [] {
+  w.name = std::move(name);
+  w.description = fmt::format(
+      "one AdamW training step of an MLP {}-{}-{}-{} (Linear-ReLU-Linear-ReLU-Linear, crossEntropy, backward) on a "
+      "batch of {}",
+      s.in, s.hidden, s.hidden, s.classes, s.batch);
+  w.inputTypes = MlpTrainStep::inputTypes(s);
+  w.makeInputs = [s] {
     Generator gen(42);
     std::mt19937_64 rng(42);
-    std::vector<int64_t> labels(MlpTrainStep::kBatch);
-    for (int64_t& label : labels) label = static_cast<int64_t>(rng() % MlpTrainStep::kClasses);
-    return std::vector<Tensor>{randn({MlpTrainStep::kBatch, MlpTrainStep::kIn}, gen),
-                               fromVector(labels, {MlpTrainStep::kBatch})};
+    std::vector<int64_t> labels(static_cast<size_t>(s.batch));
+    for (int64_t& label : labels) label = static_cast<int64_t>(rng() % static_cast<uint64_t>(s.classes));
+    return std::vector<Tensor>{randn({s.batch, s.in}, gen), fromVector(labels, {s.batch})};
   };
   // The model is made at the first call after resetState, from the default
   // generator (which runWorkload sets to one state before each first call).
   auto step = std::make_shared<std::unique_ptr<MlpTrainStep>>();
-  w.fn = [step](const std::vector<Tensor>& in) {
-    if (!*step) *step = std::make_unique<MlpTrainStep>();
+  w.fn = [step, s](const std::vector<Tensor>& in) {
+    if (!*step) *step = std::make_unique<MlpTrainStep>(s);
     return std::vector<Tensor>{(**step)(in[0], in[1])};
   };
   w.resetState = [step] { step->reset(); };
   // The matmuls: forward F, the weights' gradients F, the activations'
   // gradients F less the first layer's (x needs none).
-  const double forward = 2.0 * MlpTrainStep::kBatch *
-                         (MlpTrainStep::kIn * MlpTrainStep::kHidden + MlpTrainStep::kHidden * MlpTrainStep::kHidden +
-                          MlpTrainStep::kHidden * MlpTrainStep::kClasses);
-  w.flops = 3 * forward - 2.0 * MlpTrainStep::kBatch * MlpTrainStep::kIn * MlpTrainStep::kHidden;
+  const double forward = 2.0 * s.batch * (s.in * s.hidden + s.hidden * s.hidden + s.hidden * s.classes);
+  w.flops = 3 * forward - 2.0 * s.batch * s.in * s.hidden;
   return w;
 }
 // The matmuls of tools::transformerBlock (seq 512, d 512, 8 heads of 64,
@@ -98,7 +98,10 @@ const std::vector<Workload>& workloads() {
       fromModel("relu_dropout_layernorm_train"),  // 1 kernel per row + 1 over the columns compiled
       fromModel("bias_gelu"),                     // gelu(x + b), x f32[4096,4096]
       fromModel("transformer_block", transformerBlockFlops()),
-      mlpTrainStep(),  // forward, crossEntropy, backward, AdamW: compiled whole
+      mlpTrainStep("mlp_train_step", {}),  // forward, crossEntropy, backward, AdamW: compiled whole
+      // The same step on tiny shapes: its time is what a call costs beyond
+      // the arithmetic (launches, uploads), which graph replay cuts.
+      mlpTrainStep("mlp_train_step_small", {.in = 64, .hidden = 64, .classes = 10, .batch = 8}),
   };
   return table;
 }

@@ -37,9 +37,10 @@ TEST(CudaTarget, IsTheTargetOfCudaDevices) {
   EXPECT_EQ(&t, &cudaTarget());
   EXPECT_EQ(&targetFor(Device::cuda(3)), &cudaTarget());
   EXPECT_EQ(t.name(), "cuda");
-  EXPECT_NE(t.libraries().matmul, nullptr);
-  EXPECT_NE(t.libraries().indexSelect, nullptr);
-  EXPECT_NE(t.libraries().indexAdd, nullptr);
+  EXPECT_NE(t.libraries().matmul.fn, nullptr);
+  EXPECT_TRUE(t.libraries().matmul.recordable) << "cuBLAS launches on the stream a CUDA graph captures";
+  EXPECT_NE(t.libraries().indexSelect.fn, nullptr);
+  EXPECT_NE(t.libraries().indexAdd.fn, nullptr);
 }
 
 TEST(CudaTarget, SmArchOfTakesOnlySmXY) {

@@ -10,6 +10,7 @@
 #include "ir/parser.h"
 #include "passes/passes.h"
 #include "runtime/buffer.h"
+#include "runtime/error.h"
 
 namespace kiln::codegen {
 namespace {
@@ -147,6 +148,33 @@ graph @gather(%p: f32[6]@cpu, %t: f32[5,6]@cpu, %i: i64[2]@cpu) -> (f32[6]@cpu, 
 )");
   const std::vector<Donation> donate{{0, 0}};
   EXPECT_FALSE(inPlace(compileGraph(*g, Device::cpu(), {}, donate), 0, 0));
+}
+
+TEST(Donation, AKernelAfterEveryCheckTakesItsInput) {
+  // The gather runs, and checks, first (a training step's loss); the update
+  // after it may take p's buffer, and a failing check leaves p as it was.
+  auto g = fusedGraph(R"(
+graph @gather(%p: f32[6]@cpu, %t: f32[5,6]@cpu, %i: i64[2]@cpu, %g: f32[6]@cpu) -> (f32[6]@cpu, f32[2,6]@cpu) {
+  %0 = index_select(%t, %i) {dim = 0} : f32[2,6]@cpu
+  %1 = sub(%p, %g) : f32[6]@cpu
+  return %1, %0
+}
+)");
+  const std::vector<Donation> donate{{0, 0}};
+  runtime::Executable exe = compileGraph(*g, Device::cpu(), {}, donate);
+  ASSERT_TRUE(inPlace(exe, 0, 0));
+  auto p = floats({1, 2, 3, 4, 5, 6});
+  auto t = floats(std::vector<float>(30, 1.0f));
+  auto index = runtime::allocateBuffer(Device::cpu(), 2 * sizeof(int64_t));
+  const int64_t bad[2] = {1, 7};
+  std::memcpy(index->hostData(), bad, sizeof bad);
+  auto grad = floats({2, 2, 2, 2, 2, 2});
+  EXPECT_THROW(exe.run({p, t, index, grad}), kiln::Error);
+  EXPECT_EQ(valuesOf(p, 6), (std::vector<float>{1, 2, 3, 4, 5, 6})) << "a failed call leaves p as it was";
+  const int64_t good[2] = {1, 4};
+  std::memcpy(index->hostData(), good, sizeof good);
+  exe.run({p, t, index, grad});
+  EXPECT_EQ(valuesOf(p, 6), (std::vector<float>{-1, 0, 1, 2, 3, 4}));
 }
 
 }  // namespace

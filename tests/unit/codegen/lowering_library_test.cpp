@@ -5,11 +5,11 @@
 // [Library calls read views]), and supports() accepts library nodes and
 // such views but not a view something else reads.
 #include "codegen/lowering_library.h"
-#include "codegen/target.h"
 
 #include <gtest/gtest.h>
 
 #include "codegen/compile_graph.h"
+#include "codegen/target.h"
 #include "runtime/blas.h"
 #include "runtime/indexing.h"
 
@@ -30,7 +30,8 @@ TEST(LowerLibrary, MatmulArgumentsCarryStridesAndBroadcastBatchDims) {
   const codegen::LibraryFunctions& cpu = codegen::targetFor(Device::cpu()).libraries();
   codegen::LoweredCall call = codegen::lowerLibrary(*mm, layouts, cpu);
   EXPECT_EQ(call.name, "matmul_f32");
-  EXPECT_EQ(call.fn, cpu.matmul);
+  EXPECT_EQ(call.fn, cpu.matmul.fn);
+  EXPECT_FALSE(call.recordable);
   EXPECT_EQ(call.fn, &runtime::onHost<&runtime::matmul>);
   const runtime::MatmulCall c = runtime::MatmulCall::decode(call.args);
   EXPECT_EQ(c.batch, (std::vector<int64_t>{2, 3}));

@@ -319,8 +319,9 @@ class SimTarget final : public codegen::Target {
     return codegen::cpuTarget().launchShape(kernel, launch);
   }
   const codegen::LibraryFunctions& libraries() const override {
-    static const codegen::LibraryFunctions sim{&simulatedCall<&runtime::matmul>, &simulatedCall<&runtime::indexSelect>,
-                                               &simulatedCall<&runtime::indexAdd>};
+    static const codegen::LibraryFunctions sim{{&simulatedCall<&runtime::matmul>},
+                                               {&simulatedCall<&runtime::indexSelect>},
+                                               {&simulatedCall<&runtime::indexAdd>}};
     return sim;
   }
 };
