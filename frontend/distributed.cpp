@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "runtime/dist_rendezvous.h"
 #include "runtime/error.h"
 
 namespace kiln::dist {
@@ -171,14 +172,23 @@ void init(const std::string& backend, const InitOptions& options) {
              "dist::init: the default process group exists already (rank {} of {}); call "
              "dist::destroyProcessGroup() first",
              defaultSlot().rank(), defaultSlot().size());
-  KILN_CHECK(options.store,
-             "dist::init: no store to meet through (give InitOptions::store: a TCPStore, a FileStore "
-             "or, for ranks that are threads, a HashStore)");
-  const int rank = fromEnvironment("RANK", options.rank);
-  const int worldSize = fromEnvironment("WORLD_SIZE", options.worldSize);
-  const char* restart = std::getenv("KILN_RESTART_COUNT");
-  auto store = std::make_shared<PrefixStore>(fmt::format("kiln/default_pg/{}", restart && *restart ? restart : "0"),
-                                             options.store);
+  int rank = options.rank, worldSize = options.worldSize;
+  std::shared_ptr<Store> store;
+  if (options.store) {
+    rank = fromEnvironment("RANK", rank);
+    worldSize = fromEnvironment("WORLD_SIZE", worldSize);
+    const char* restart = std::getenv("KILN_RESTART_COUNT");
+    store = std::make_shared<PrefixStore>(fmt::format("kiln/default_pg/{}", restart && *restart ? restart : "0"),
+                                          options.store);
+  } else {
+    rd::RendezvousInfo info = rd::readEnvironment();
+    if (rank >= 0) info.rank = rank;
+    if (worldSize >= 0) info.worldSize = worldSize;
+    rank = info.rank;
+    worldSize = info.worldSize;
+    store = std::make_shared<PrefixStore>("kiln/default_pg",
+                                          rd::rendezvous(info, options.initMethod, options.options.timeout));
+  }
   defaultSlot() = ProcessGroup::create(backend, std::move(store), rank, worldSize, options.options);
 }
 

@@ -5,8 +5,7 @@
 // a Work to wait on. The default group is made by dist::init and used by the
 // free functions, like torch.distributed's default group.
 //
-//   auto store = std::make_shared<kiln::dist::HashStore>();   // or a TCPStore
-//   kiln::dist::init("gloo", {.store = store, .rank = rank, .worldSize = 2});
+//   kiln::dist::init("gloo");   // rank and world from kiln-run / torchrun / mpirun / Slurm
 //   kiln::Tensor g = kiln::ones({4});
 //   kiln::dist::allReduce(g, kiln::dist::ReduceOp::sum).wait();   // g is 2 everywhere
 //   kiln::dist::destroyProcessGroup();
@@ -118,20 +117,28 @@ class ProcessGroup {
   std::shared_ptr<runtime::dist::ProcessGroup> impl_;
 };
 
-/// What dist::init needs: the store the ranks meet through, this rank and
-/// the number of ranks (-1: read RANK and WORLD_SIZE from the environment).
+/// What dist::init needs. With a store, the ranks meet there (rank and
+/// worldSize -1: read RANK and WORLD_SIZE). Without one, the environment
+/// rendezvous makes it (runtime/dist_rendezvous.h): the rank and world that
+/// kiln-run, torchrun, mpirun or Slurm set (rank and worldSize, when given,
+/// override them; nothing set is a world of one process), met at
+/// `initMethod` ("env://": MASTER_ADDR:MASTER_PORT, rank 0 serving;
+/// "tcp://host:port"; "file:///path").
 struct InitOptions {
   std::shared_ptr<Store> store;
   int rank = -1;
   int worldSize = -1;
+  std::string initMethod = "env://";
   Options options;
 };
 
-/// Makes the default group (torch.distributed.init_process_group). The
-/// store's keys go under "kiln/default_pg/<KILN_RESTART_COUNT>", so a
-/// restarted job meets again in the same store. kiln::Error when a group
-/// exists already, the backend cannot run here, or a rank does not join.
-void init(const std::string& backend, const InitOptions& options);
+/// Makes the default group (torch.distributed.init_process_group). Its
+/// keys go under "kiln/default_pg" (under ".../<KILN_RESTART_COUNT>" in a
+/// store given here; the rendezvous's store has a prefix per restart
+/// already), so a restarted job meets again without reading the keys of the
+/// attempt before. kiln::Error when a group exists already, the backend
+/// cannot run here, or a rank does not join within the timeout.
+void init(const std::string& backend, const InitOptions& options = {});
 bool isInitialized();
 /// The default group; kiln::Error when dist::init was not called.
 ProcessGroup defaultGroup();

@@ -5,6 +5,7 @@
 
 #include "frontend/kiln.h"
 #include "tests/common/error_of.h"
+#include "tests/common/scoped_env.h"
 #include "tests/dist/harness.h"
 
 namespace kiln::testing::dist {
@@ -108,9 +109,18 @@ TEST(Frontend, TheDefaultGroup) {
   EXPECT_FALSE(kiln::dist::isInitialized());
   EXPECT_EQ(errorOf([] { kiln::dist::getRank(); }),
             "dist: the default process group is not initialized (call dist::init first)");
-  EXPECT_EQ(errorOf([] { kiln::dist::init("gloo", {}); }),
-            "dist::init: no store to meet through (give InitOptions::store: a TCPStore, a FileStore or, for ranks that "
-            "are threads, a HashStore)");
+  {
+    // No store and no launcher in the environment: a world of one process.
+    testutil::ScopedEnv rank("RANK", nullptr), world("WORLD_SIZE", nullptr), ompi("OMPI_COMM_WORLD_RANK", nullptr),
+        slurm("SLURM_PROCID", nullptr);
+    kiln::dist::init("gloo");
+    EXPECT_EQ(kiln::dist::getRank(), 0);
+    EXPECT_EQ(kiln::dist::getWorldSize(), 1);
+    Tensor one = ones({2});
+    kiln::dist::allReduce(one).wait();
+    EXPECT_EQ(one.toVector(), std::vector<float>(2, 1.0f));
+    kiln::dist::destroyProcessGroup();
+  }
   kiln::dist::InitOptions init;
   init.store = std::make_shared<kiln::dist::HashStore>();
   init.rank = 0;
