@@ -40,10 +40,8 @@
 #ifdef KILN_HAVE_GLOO
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
-#include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
-#include <unistd.h>
 
 #include "runtime/device_interface.h"
 #include "runtime/pinned_memory.h"
@@ -105,43 +103,6 @@ struct LocalError : std::runtime_error {
 };
 
 constexpr uint8_t kHeaderSlot = 0x40, kDataSlot = 0x41;
-
-std::shared_ptr< ::gloo::transport::Device> makeDevice(const ProcessGroupOptions& options) {
-  ::gloo::transport::tcp::attr attr;
-  if (!options.hostname.empty()) {
-    attr.hostname = options.hostname;
-    return ::gloo::transport::tcp::CreateDevice(attr);
-  }
-  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
-    const std::string names(ifname);
-    attr.iface = names.substr(0, names.find(','));
-    return ::gloo::transport::tcp::CreateDevice(attr);
-  }
-  // PyTorch's default: the host name when it resolves to an address that
-  // can be bound, else the loopback interface.
-  char host[256] = {};
-  if (gethostname(host, sizeof(host) - 1) == 0 && host[0]) {
-    try {
-      attr.hostname = host;
-      return ::gloo::transport::tcp::CreateDevice(attr);
-    } catch (const std::exception&) {
-    }
-  }
-  attr.hostname = "127.0.0.1";
-  return ::gloo::transport::tcp::CreateDevice(attr);
-}
-
-/// Gloo's message without its source location ("[gloo/x.cc:12] ").
-std::string glooText(const std::string& what) {
-  static const std::regex location(R"(^\[[^\]]*:\d+\] )");
-  return "gloo: " + std::regex_replace(what, location, "");
-}
-
-bool saysTimeout(const std::string& what) {
-  std::string lower(what);
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return lower.find("timeout") != std::string::npos || lower.find("timed out") != std::string::npos;
-}
 
 /// One call on its way through the group.
 struct Task {

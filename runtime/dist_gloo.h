@@ -8,11 +8,13 @@
 
 #include <gloo/algorithm.h>
 #include <gloo/context.h>
+#include <gloo/transport/device.h>
 
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -86,6 +88,15 @@ class GlooOps {
 /// Divides each of `numel` elements of floating-point `dtype` at `data` by
 /// `divisor` (avg after a sum).
 void divideInPlace(void* data, int64_t numel, DType dtype, int divisor);
+
+/// The TCP device a group listens on: options.hostname, else the interface
+/// GLOO_SOCKET_IFNAME names, else the host name when it resolves and binds,
+/// else 127.0.0.1.
+std::shared_ptr<::gloo::transport::Device> makeDevice(const ProcessGroupOptions& options);
+/// Gloo's message without its source location, as "gloo: ...".
+std::string glooText(const std::string& what);
+/// Whether Gloo's message says that a wait timed out.
+bool saysTimeout(const std::string& what);
 
 }  // namespace kiln::runtime::dist::gloo_backend
 

@@ -1,6 +1,7 @@
 // The Gloo backend's collectives on host memory (runtime/dist_gloo.h):
 // Gloo's algorithm classes per dtype and reduce op, calls split in pieces
-// Gloo's int counts can hold, and the algorithm cache.
+// Gloo's int counts can hold, and the algorithm cache; and the transport's
+// small helpers (the TCP device a group listens on, Gloo's messages).
 //
 // Note [Cached Gloo algorithms]
 // Gloo's algorithm classes (AllreduceHalvingDoubling, BroadcastOneToAll,
@@ -24,9 +25,14 @@
 #include <gloo/barrier_all_to_all.h>
 #include <gloo/broadcast_one_to_all.h>
 #include <gloo/reduce_scatter.h>
+#include <gloo/transport/tcp/device.h>
+#include <unistd.h>
 
+#include <cctype>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
+#include <regex>
 #include <type_traits>
 
 #include "runtime/dist_gloo.h"
@@ -392,6 +398,45 @@ void GlooOps::allToAll(const Call& call, const std::vector<void*>& in, const std
   ::gloo::alltoall(opts);
   for (int r = 0; r < size_; ++r)
     std::memcpy(out[static_cast<size_t>(r)], packedOut.data() + static_cast<size_t>(r) * bytes, bytes);
+}
+
+// --- the transport ---
+
+std::shared_ptr<::gloo::transport::Device> makeDevice(const ProcessGroupOptions& options) {
+  ::gloo::transport::tcp::attr attr;
+  if (!options.hostname.empty()) {
+    attr.hostname = options.hostname;
+    return ::gloo::transport::tcp::CreateDevice(attr);
+  }
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
+    const std::string names(ifname);
+    attr.iface = names.substr(0, names.find(','));
+    return ::gloo::transport::tcp::CreateDevice(attr);
+  }
+  // PyTorch's default: the host name when it resolves to an address that
+  // can be bound, else the loopback interface.
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) == 0 && host[0]) {
+    try {
+      attr.hostname = host;
+      return ::gloo::transport::tcp::CreateDevice(attr);
+    } catch (const std::exception&) {
+    }
+  }
+  attr.hostname = "127.0.0.1";
+  return ::gloo::transport::tcp::CreateDevice(attr);
+}
+
+/// Gloo's message without its source location ("[gloo/x.cc:12] ").
+std::string glooText(const std::string& what) {
+  static const std::regex location(R"(^\[[^\]]*:\d+\] )");
+  return "gloo: " + std::regex_replace(what, location, "");
+}
+
+bool saysTimeout(const std::string& what) {
+  std::string lower(what);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower.find("timeout") != std::string::npos || lower.find("timed out") != std::string::npos;
 }
 
 }  // namespace kiln::runtime::dist::gloo_backend
