@@ -1,0 +1,98 @@
+// A rank of the multi-process tests (tests/dist/multiprocess_test.cpp):
+// `dist_worker RANK WORLD PORT MODE` meets the others through the TCP store
+// the test serves on 127.0.0.1:PORT and runs kiln::dist on tensors.
+//   collectives  every collective on a few dtypes, checked; then
+//                destroyProcessGroup (a barrier, then leaving)
+//   die          one all-reduce; then the last rank exits at once (as a
+//                crash would, leaving nothing in the store) and the others
+//                call all_reduce again and print its error and how long it
+//                took ("error after S s: ...")
+// Exits 0 when its part went as expected, 1 saying why otherwise.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "frontend/kiln.h"
+#include "runtime/dist_tcp_store.h"
+
+namespace {
+
+using namespace kiln;
+
+int check(bool ok, const std::string& what) {
+  if (!ok) std::printf("FAILED: %s\n", what.c_str());
+  return ok ? 0 : 1;
+}
+
+int collectives(int rank, int world) {
+  int failures = 0;
+  for (DType dtype : {DType::f32, DType::f64, DType::bf16, DType::i64, DType::boolean}) {
+    const std::string name(dtypeName(dtype));
+    Tensor x = full({5}, dtype == DType::boolean ? rank % 2 : rank + 1, dtype);
+    dist::allReduce(x, dist::ReduceOp::max).wait();
+    const double want = dtype == DType::boolean ? (world > 1 ? 1 : 0) : world;
+    failures += check(x.to(DType::f64).toVector<double>() == std::vector<double>(5, want), "all_reduce max " + name);
+    std::vector<Tensor> all;
+    dist::allGather(all, full({2}, rank, dtype == DType::boolean ? DType::i32 : dtype)).wait();
+    for (int r = 0; r < world; ++r)
+      failures += check(all[static_cast<size_t>(r)].to(DType::f64).toVector<double>() == std::vector<double>(2, r),
+                        "all_gather " + name);
+  }
+  Tensor b = full({3}, rank);
+  dist::broadcast(b, world - 1).wait();
+  failures += check(b.toVector() == std::vector<float>(3, static_cast<float>(world - 1)), "broadcast");
+  Tensor mine = full({1}, rank), theirs = zeros({1});
+  auto sent = dist::send(mine, (rank + 1) % world, 4);
+  dist::recv(theirs, (rank + world - 1) % world, 4).wait();
+  sent.wait();
+  failures += check(theirs.item() == static_cast<float>((rank + world - 1) % world), "send/recv");
+  dist::destroyProcessGroup();
+  return failures ? 1 : 0;
+}
+
+int die(int rank, int world) {
+  Tensor x = ones({64});
+  dist::allReduce(x).wait();
+  if (rank == world - 1) _exit(0);  // no shutdown: the others find out from their sockets
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    dist::allReduce(x).wait();
+  } catch (const Error& e) {
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("error after %.2f s: %s\n", took, e.what());
+    return 0;
+  }
+  std::printf("FAILED: no error\n");
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 5) {
+    std::fprintf(stderr, "usage: dist_worker RANK WORLD PORT MODE\n");
+    return 2;
+  }
+  const int rank = std::atoi(argv[1]), world = std::atoi(argv[2]);
+  const std::string mode = argv[4];
+  try {
+    dist::InitOptions init;
+    init.store = std::make_shared<runtime::dist::TCPStore>("127.0.0.1", static_cast<uint16_t>(std::atoi(argv[3])),
+                                                           false, std::chrono::seconds(20));
+    init.rank = rank;
+    init.worldSize = world;
+    init.options.timeout = std::chrono::seconds(mode == "die" ? 2 : 20);
+    init.options.hostname = "127.0.0.1";
+    dist::init("gloo", init);
+    const int code = mode == "collectives" ? collectives(rank, world) : die(rank, world);
+    std::fflush(stdout);
+    _exit(code);  // the group's threads may still hold a dead context (die)
+  } catch (const std::exception& e) {
+    std::printf("FAILED: %s\n", e.what());
+    std::fflush(stdout);
+    _exit(1);
+  }
+}
