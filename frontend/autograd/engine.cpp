@@ -5,19 +5,38 @@
 // has arrived (Kahn's order), with grad mode off, and the gradients it
 // returns are added into the buffers of the nodes its edges lead to. A node
 // whose output received nothing gets zeros of that output's type. Without
-// retainGraph, each node frees what it saved after it ran.
+// retainGraph, each node frees what it saved after it ran. Callbacks queued
+// during the run (queueCallback, frontend/autograd/hooks.h) run at its end.
 #include <deque>
 #include <unordered_map>
 
 #include "frontend/autograd/function.h"
 #include "frontend/autograd/grad_mode.h"
+#include "frontend/autograd/hooks.h"
 #include "frontend/autograd/node.h"
 #include "frontend/ops.h"
 #include "runtime/error.h"
 
 namespace kiln::autograd {
 
+extern thread_local std::vector<std::function<void()>>* currentBackwardCallbacks;
+
 namespace {
+
+/// Makes `list` this thread's callback list for one backward (restoring the
+/// outer one: a hook may run a backward of its own).
+class CallbackScope {
+ public:
+  explicit CallbackScope(std::vector<std::function<void()>>* list) : outer_(currentBackwardCallbacks) {
+    currentBackwardCallbacks = list;
+  }
+  ~CallbackScope() { currentBackwardCallbacks = outer_; }
+  CallbackScope(const CallbackScope&) = delete;
+  CallbackScope& operator=(const CallbackScope&) = delete;
+
+ private:
+  std::vector<std::function<void()>>* outer_;
+};
 
 struct Pending {
   int dependencies = 0;
@@ -62,6 +81,8 @@ void runBackward(const std::vector<Tensor>& roots, const std::vector<Tensor>& ro
   }
 
   NoGradGuard noGrad;
+  std::vector<std::function<void()>> callbacks;
+  CallbackScope scope(&callbacks);
   std::deque<std::shared_ptr<Node>> ready;
   for (const auto& n : start)
     if (pending[n.get()].dependencies == 0 && std::find(ready.begin(), ready.end(), n) == ready.end())
@@ -86,6 +107,11 @@ void runBackward(const std::vector<Tensor>& roots, const std::vector<Tensor>& ro
       if (i < inputGrads.size() && inputGrads[i].defined()) addInto(q.grads, e.inputNr, inputGrads[i]);
       if (--q.dependencies == 0) ready.push_back(e.node);
     }
+  }
+  // By index: a callback may queue more.
+  for (size_t i = 0; i < callbacks.size(); ++i) {
+    std::function<void()> callback = std::move(callbacks[i]);
+    callback();
   }
 }
 
