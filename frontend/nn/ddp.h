@@ -7,7 +7,7 @@
 // all-reduce at once, so communication overlaps the rest of backward. The
 // end of backward waits for every bucket and writes the averages into .grad.
 //
-//   nn::DistributedDataParallel ddp(model, {.processGroup = group});
+//   nn::DistributedDataParallel ddp(model, nn::DistributedDataParallelOptions{.processGroup = group});
 //   kiln::optim::SGD opt(ddp->parameters(), {.lr = 0.1});
 //   Tensor loss = mseLoss(ddp(x), y);   // forward through ddp
 //   loss.backward();                    // gradients averaged over the ranks
