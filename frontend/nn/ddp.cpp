@@ -69,6 +69,11 @@ struct Reducer {
   }
 
   void prepare() {
+    // An iteration whose backward failed may have left all-reduces running
+    // into the buckets: they finish before the buckets are reused.
+    for (Bucket& b : buckets)
+      if (b.launched && !b.work.isCompleted()) b.work.wait();
+    callbackQueued = false;
     for (Bucket& b : buckets) {
       b.pending = b.params.size();
       b.launched = false;
@@ -82,10 +87,11 @@ struct Reducer {
   }
 
   void markReady(size_t p, const Tensor* grad) {
-    KILN_CHECK(!ready[p],
-               "DistributedDataParallel: parameter '{}' was marked ready twice in iteration {} (it got a gradient "
-               "after it was found unused, or from a second backward without a forward in between)",
-               names[p], iteration);
+    KILN_CHECK(
+        !ready[p],
+        "DistributedDataParallel: parameter '{}' got a second gradient in iteration {} (forward found it unused, "
+        "or backward accumulated into it twice)",
+        names[p], iteration);
     ready[p] = true;
     Tensor s = slice(p);
     if (grad) {
@@ -316,7 +322,6 @@ Tensor DistributedDataParallelImpl::forward(const Tensor& input) {
   Tensor out = module_->forward(input);
   detail::Reducer& r = *reducer_;
   if (r.syncEnabled && isGradEnabled()) {
-    KILN_CHECK(!r.callbackQueued, "DistributedDataParallel: forward during a backward");
     r.prepare();
     if (r.options.findUnusedParameters) r.findUnused(out);
   }

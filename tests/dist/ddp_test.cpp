@@ -238,6 +238,65 @@ TEST(DDP, FindUnusedParametersCountsThemAsZero) {
   }));
 }
 
+TEST(DDP, GradientForAParameterFoundUnusedIsAnError) {
+  constexpr int n = 2;
+  auto groups = makeFrontendGroups(n);
+  expectNoErrors(runRanks(n, [&](int r) {
+    TwoHeads model(false);
+    nn::DistributedDataParallel ddp(model,
+                                    nn::DistributedDataParallelOptions{.processGroup = groups[static_cast<size_t>(r)],
+                                                                       .findUnusedParameters = true});
+    const auto [x, y] = samples(r * 8, 8);
+    // b.weight is not in forward's graph but reaches the loss another way.
+    const Tensor loss = sum(ddp(x)) + sum(model->b->weight);
+    EXPECT_EQ(errorOf([&] { loss.backward(); }),
+              "DistributedDataParallel: parameter 'b.weight' got a second gradient in iteration 0 (forward found it "
+              "unused, or backward accumulated into it twice)");
+  }));
+}
+
+/// An f32 Linear scaled by an f64 parameter: two dtypes, two buckets.
+class MixedImpl : public nn::Module {
+ public:
+  MixedImpl() : Module("Mixed") {
+    a = registerModule("a", nn::Linear(4, 2));
+    scale = registerParameter("scale", fromVector(std::vector<double>{0.5, -1.5}, {2}));
+    initialize(*a.ptr(), 0.0);
+  }
+  Tensor forward(const Tensor& x) override { return a(x) * scale.to(DType::f32); }
+  nn::Linear a{nullptr};
+  Tensor scale;
+};
+KILN_MODULE(Mixed);
+
+TEST(DDP, BucketsByDType) {
+  constexpr int n = 2;
+  auto groups = makeFrontendGroups(n);
+  expectNoErrors(runRanks(n, [&](int r) {
+    Mixed model;
+    nn::DistributedDataParallel ddp(model,
+                                    nn::DistributedDataParallelOptions{.processGroup = groups[static_cast<size_t>(r)]});
+    // Parameters: scale (the module's own first), a.weight, a.bias; reversed
+    // and split by dtype: f32 {a.bias, a.weight}, then f64 {scale}.
+    EXPECT_EQ(ddp->bucketAssignment(), (std::vector<std::vector<size_t>>{{2, 1}, {0}}));
+    std::vector<std::vector<Tensor>> local;
+    for (int q = 0; q < n; ++q) {
+      Mixed m;
+      const auto [x, y] = samples(q * 8, 8);
+      sum(m(x)).backward();
+      local.push_back({m->a->weight.grad(), m->a->bias.grad(), m->scale.grad()});
+    }
+    const auto [x, y] = samples(r * 8, 8);
+    sum(ddp(x)).backward();
+    EXPECT_LE(maxDiff(model->a->weight.grad(), (local[0][0] + local[1][0]) * 0.5), 1e-6);
+    EXPECT_LE(maxDiff(model->a->bias.grad(), (local[0][1] + local[1][1]) * 0.5), 1e-6);
+    ASSERT_EQ(model->scale.grad().dtype(), DType::f64);
+    const std::vector<double> got = model->scale.grad().toVector<double>();
+    const std::vector<double> l0 = local[0][2].toVector<double>(), l1 = local[1][2].toVector<double>();
+    for (size_t k = 0; k < 2; ++k) EXPECT_NEAR(got[k], (l0[k] + l1[k]) / 2, 1e-9);
+  }));
+}
+
 TEST(DDP, ParameterShapeMismatchNamesRankAndParameter) {
   constexpr int n = 2;
   auto groups = makeFrontendGroups(n);
