@@ -6,7 +6,11 @@
 // returns are added into the buffers of the nodes its edges lead to. A node
 // whose output received nothing gets zeros of that output's type. Without
 // retainGraph, each node frees what it saved after it ran. Callbacks queued
-// during the run (queueCallback, frontend/autograd/hooks.h) run at its end.
+// during the run (queueCallback, frontend/autograd/hooks.h) run at its end;
+// the post-accumulate-grad hooks live in the leaf's Meta and AccumulateGrad
+// calls them (frontend/autograd/function.cpp).
+#include <algorithm>
+#include <atomic>
 #include <deque>
 #include <unordered_map>
 
@@ -19,9 +23,10 @@
 
 namespace kiln::autograd {
 
-extern thread_local std::vector<std::function<void()>>* currentBackwardCallbacks;
-
 namespace {
+
+/// The callbacks of the backward running on this thread (null: none runs).
+thread_local std::vector<std::function<void()>>* currentBackwardCallbacks = nullptr;
 
 /// Makes `list` this thread's callback list for one backward (restoring the
 /// outer one: a hook may run a backward of its own).
@@ -114,5 +119,31 @@ void runBackward(const std::vector<Tensor>& roots, const std::vector<Tensor>& ro
     callback();
   }
 }
+
+uint64_t registerPostAccumulateGradHook(const Tensor& leaf, PostAccumulateGradHook hook) {
+  static std::atomic<uint64_t> nextId{1};
+  KILN_CHECK(leaf.defined(), "registerPostAccumulateGradHook: use of an undefined tensor");
+  KILN_CHECK(leaf.isLeaf() && leaf.requiresGrad(),
+             "registerPostAccumulateGradHook: {} is not a leaf that requires grad (only leaves accumulate gradients)",
+             leaf.str());
+  KILN_CHECK(hook != nullptr, "registerPostAccumulateGradHook: an empty hook for {}", leaf.str());
+  const uint64_t id = nextId.fetch_add(1);
+  metaOf(leaf).postAccumulateGradHooks.emplace_back(id, std::move(hook));
+  return id;
+}
+
+void removePostAccumulateGradHook(const Tensor& leaf, uint64_t handle) {
+  if (!leaf.defined() || !leaf.impl()->autograd) return;
+  auto& hooks = leaf.impl()->autograd->postAccumulateGradHooks;
+  std::erase_if(hooks, [&](const auto& h) { return h.first == handle; });
+}
+
+void queueCallback(std::function<void()> callback) {
+  KILN_CHECK(currentBackwardCallbacks != nullptr,
+             "queueCallback: no backward is running on this thread (queue callbacks from a hook or a node)");
+  currentBackwardCallbacks->push_back(std::move(callback));
+}
+
+bool isBackwardRunning() { return currentBackwardCallbacks != nullptr; }
 
 }  // namespace kiln::autograd
