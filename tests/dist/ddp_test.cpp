@@ -312,6 +312,20 @@ TEST(DDP, ParameterShapeMismatchNamesRankAndParameter) {
   }));
 }
 
+TEST(DDP, ParameterCountMismatchNamesTheRank) {
+  constexpr int n = 3;
+  auto groups = makeFrontendGroups(n);
+  expectNoErrors(runRanks(n, [&](int r) {
+    // Rank 2's last layer has no bias: 3 parameters instead of 4.
+    nn::Sequential model(nn::Linear(4, 8), nn::Softplus(), nn::Linear(8, 1, /*bias=*/r != 2));
+    const std::string e = errorOf([&] {
+      nn::DistributedDataParallel ddp(
+          model, nn::DistributedDataParallelOptions{.processGroup = groups[static_cast<size_t>(r)]});
+    });
+    EXPECT_EQ(e, "DistributedDataParallel: rank 2 has 3 parameters, rank 0 has 4");
+  }));
+}
+
 std::vector<std::vector<int64_t>> shards(int64_t size, int ranks, data::DistributedSamplerOptions options,
                                          uint64_t epoch = 0) {
   std::vector<std::vector<int64_t>> out;
