@@ -153,7 +153,9 @@ TEST_P(DeviceReplay, OneKernelTwiceInARecordingKeepsEachLaunchsArguments) {
     EXPECT_TRUE(sameBits(out[1], kiln::exp(b) * 2.0)) << "call " << call;
   }
   ASSERT_EQ(f.lastNumKernels(), 2);
-  if (records()) EXPECT_EQ(f.lastReplay().replays, 2);
+  if (records()) {
+    EXPECT_EQ(f.lastReplay().replays, 2);
+  }
 }
 
 TEST_P(DeviceReplay, GraphReplayOffRunsKernelByKernel) {
