@@ -10,6 +10,7 @@
 #include "frontend/autograd/autograd.h"
 #include "frontend/compile.h"
 #include "frontend/cuda.h"
+#include "frontend/data/distributed_sampler.h"
 #include "frontend/distributed.h"
 #include "frontend/dropout.h"
 #include "frontend/indexing.h"

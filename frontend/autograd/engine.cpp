@@ -5,12 +5,18 @@
 // has arrived (Kahn's order), with grad mode off, and the gradients it
 // returns are added into the buffers of the nodes its edges lead to. A node
 // whose output received nothing gets zeros of that output's type. Without
-// retainGraph, each node frees what it saved after it ran.
+// retainGraph, each node frees what it saved after it ran. Callbacks queued
+// during the run (queueCallback, frontend/autograd/hooks.h) run at its end;
+// the post-accumulate-grad hooks live in the leaf's Meta and AccumulateGrad
+// calls them (frontend/autograd/function.cpp).
+#include <algorithm>
+#include <atomic>
 #include <deque>
 #include <unordered_map>
 
 #include "frontend/autograd/function.h"
 #include "frontend/autograd/grad_mode.h"
+#include "frontend/autograd/hooks.h"
 #include "frontend/autograd/node.h"
 #include "frontend/ops.h"
 #include "runtime/error.h"
@@ -18,6 +24,24 @@
 namespace kiln::autograd {
 
 namespace {
+
+/// The callbacks of the backward running on this thread (null: none runs).
+thread_local std::vector<std::function<void()>>* currentBackwardCallbacks = nullptr;
+
+/// Makes `list` this thread's callback list for one backward (restoring the
+/// outer one: a hook may run a backward of its own).
+class CallbackScope {
+ public:
+  explicit CallbackScope(std::vector<std::function<void()>>* list) : outer_(currentBackwardCallbacks) {
+    currentBackwardCallbacks = list;
+  }
+  ~CallbackScope() { currentBackwardCallbacks = outer_; }
+  CallbackScope(const CallbackScope&) = delete;
+  CallbackScope& operator=(const CallbackScope&) = delete;
+
+ private:
+  std::vector<std::function<void()>>* outer_;
+};
 
 struct Pending {
   int dependencies = 0;
@@ -62,6 +86,8 @@ void runBackward(const std::vector<Tensor>& roots, const std::vector<Tensor>& ro
   }
 
   NoGradGuard noGrad;
+  std::vector<std::function<void()>> callbacks;
+  CallbackScope scope(&callbacks);
   std::deque<std::shared_ptr<Node>> ready;
   for (const auto& n : start)
     if (pending[n.get()].dependencies == 0 && std::find(ready.begin(), ready.end(), n) == ready.end())
@@ -87,6 +113,37 @@ void runBackward(const std::vector<Tensor>& roots, const std::vector<Tensor>& ro
       if (--q.dependencies == 0) ready.push_back(e.node);
     }
   }
+  // By index: a callback may queue more.
+  for (size_t i = 0; i < callbacks.size(); ++i) {
+    std::function<void()> callback = std::move(callbacks[i]);
+    callback();
+  }
 }
+
+uint64_t registerPostAccumulateGradHook(const Tensor& leaf, PostAccumulateGradHook hook) {
+  static std::atomic<uint64_t> nextId{1};
+  KILN_CHECK(leaf.defined(), "registerPostAccumulateGradHook: use of an undefined tensor");
+  KILN_CHECK(leaf.isLeaf() && leaf.requiresGrad(),
+             "registerPostAccumulateGradHook: {} is not a leaf that requires grad (only leaves accumulate gradients)",
+             leaf.str());
+  KILN_CHECK(hook != nullptr, "registerPostAccumulateGradHook: an empty hook for {}", leaf.str());
+  const uint64_t id = nextId.fetch_add(1);
+  metaOf(leaf).postAccumulateGradHooks.emplace_back(id, std::move(hook));
+  return id;
+}
+
+void removePostAccumulateGradHook(const Tensor& leaf, uint64_t handle) {
+  if (!leaf.defined() || !leaf.impl()->autograd) return;
+  auto& hooks = leaf.impl()->autograd->postAccumulateGradHooks;
+  std::erase_if(hooks, [&](const auto& h) { return h.first == handle; });
+}
+
+void queueCallback(std::function<void()> callback) {
+  KILN_CHECK(currentBackwardCallbacks != nullptr,
+             "queueCallback: no backward is running on this thread (queue callbacks from a hook or a node)");
+  currentBackwardCallbacks->push_back(std::move(callback));
+}
+
+bool isBackwardRunning() { return currentBackwardCallbacks != nullptr; }
 
 }  // namespace kiln::autograd

@@ -61,6 +61,11 @@ class AccumulateGrad final : public Node {
     // leaves (Note [Writes into eager state] in frontend/trace.h).
     const Tensor before = leaf.grad();
     leaf.setGrad(before.defined() ? shallowCopy(before + add) : shallowCopy(add));
+    // A copy of the list: a hook may register or remove hooks.
+    if (const Meta* meta = leaf_->autograd.get(); meta && !meta->postAccumulateGradHooks.empty()) {
+      const auto hooks = meta->postAccumulateGradHooks;
+      for (const auto& [id, hook] : hooks) hook(leaf);
+    }
     return {};
   }
 

@@ -34,7 +34,7 @@ class Node {
   virtual void release() {}
   const std::string& name() const { return name_; }
 
-  std::vector<Edge> next;                  ///< one per input
+  std::vector<Edge> next;                   ///< one per input
   std::vector<ir::TensorType> outputTypes;  ///< one per output, for missing gradients
 
  private:
@@ -48,6 +48,9 @@ struct Meta {
   std::shared_ptr<Node> gradFn;     ///< the node that made this tensor (null: a leaf)
   int outputNr = 0;                 ///< which output of gradFn
   std::weak_ptr<Node> accumulator;  ///< a leaf's AccumulateGrad, shared by its uses
+  /// Called, in registration order, after backward accumulated into `grad`
+  /// (frontend/autograd/hooks.h); the id is the handle that removes one.
+  std::vector<std::pair<uint64_t, std::function<void(const Tensor&)>>> postAccumulateGradHooks;
 };
 
 // Note [Saved tensors]
@@ -64,7 +67,10 @@ class SavedTensor {
   explicit SavedTensor(const Tensor& t);
   /// The saved tensor, or an error if it was modified in place or released.
   Tensor unpack(const std::string& node) const;
-  void release() { data_ = Tensor(); released_ = true; }
+  void release() {
+    data_ = Tensor();
+    released_ = true;
+  }
   bool defined() const { return data_.defined() || released_; }
 
  private:
