@@ -21,7 +21,8 @@ step() { echo "== install test: $*"; }
 
 step "README.md shows examples/quickstart.cpp as it is"
 # shellcheck disable=SC2016  # $ ends a regex here
-sed -n '/^```cpp$/,/^```$/p' "$src/README.md" | sed '1d;$d' | diff -u - "$src/examples/quickstart.cpp" ||
+# The first ```cpp block of the README is the quickstart.
+sed -n '/^```cpp$/,/^```$/{p;/^```$/q}' "$src/README.md" | sed '1d;$d' | diff -u - "$src/examples/quickstart.cpp" ||
   fail "the C++ example in README.md differs from examples/quickstart.cpp"
 
 rm -rf "$prefix" "$examples"
