@@ -55,6 +55,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -192,6 +193,12 @@ std::vector<WriteBack> writeBacks(const Executable& exe, const std::vector<std::
   return out;
 }
 
+/// The input bound to `slot`, or -1 when no input is.
+int inputOfSlot(const Executable& exe, int slot) {
+  const auto it = std::find(exe.inputSlots.begin(), exe.inputSlots.end(), slot);
+  return it == exe.inputSlots.end() ? -1 : static_cast<int>(it - exe.inputSlots.begin());
+}
+
 /// Whether output `o` is one of `wbs`; its input when it is, else -1.
 int writtenBackTo(const std::vector<WriteBack>& wbs, size_t o) {
   for (const WriteBack& w : wbs)
@@ -234,9 +241,7 @@ std::unique_ptr<Recording> record(const Executable& exe, DeviceInterface& driver
   std::vector<bool> outputCopied(exe.slots.size(), false);
   for (size_t o = 0; o < exe.outputSlots.size(); ++o) {
     const int out = exe.outputSlots[o];
-    bool isInput = false;
-    for (int in : exe.inputSlots) isInput = isInput || in == out;
-    if (!isInput && writtenBackTo(rec->writeBacks, o) < 0 && !outputCopied[static_cast<size_t>(out)]) {
+    if (inputOfSlot(exe, out) < 0 && writtenBackTo(rec->writeBacks, o) < 0 && !outputCopied[static_cast<size_t>(out)]) {
       outputCopied[static_cast<size_t>(out)] = true;
       ++commands;
     }
@@ -322,12 +327,10 @@ void replay(const Executable& exe, const Recording& rec, DeviceInterface& driver
   results.clear();
   for (size_t o = 0; o < exe.outputSlots.size(); ++o) {
     const int out = exe.outputSlots[o];
-    size_t input = exe.inputSlots.size();
-    for (size_t i = 0; i < exe.inputSlots.size(); ++i)
-      if (exe.inputSlots[i] == out) input = i;
-    if (const int k = writtenBackTo(rec.writeBacks, o); k >= 0) input = static_cast<size_t>(k);
-    if (input < exe.inputSlots.size()) {
-      results.push_back(inputs[input]);
+    int input = inputOfSlot(exe, out);
+    if (const int k = writtenBackTo(rec.writeBacks, o); k >= 0) input = k;
+    if (input >= 0) {
+      results.push_back(inputs[static_cast<size_t>(input)]);
       continue;
     }
     auto [it, fresh] = copied.try_emplace(out);
