@@ -11,6 +11,7 @@
 #include "codegen/codegen_log.h"
 #include "codegen/kernel_cache.h"
 #include "codegen/lowering.h"
+#include "codegen/lowering_collective.h"
 #include "codegen/lowering_library.h"
 #include "codegen/lowering_reduction.h"
 #include "codegen/plan_memory.h"
@@ -176,7 +177,8 @@ bool supports(const ir::Node& node, Device device, std::string* why) {
       return no(
           "movement ops run inside fusion nodes, unless only library calls read them (run fuse-elementwise first)");
     case ir::OpKind::reduction: return true;  // a kernel of one reduction (codegen/lowering_reduction.cpp)
-    case ir::OpKind::library: return true;    // a library call (codegen/lowering_library.cpp)
+    case ir::OpKind::library: return true;     // a library call (codegen/lowering_library.cpp)
+    case ir::OpKind::collective: return true;  // a start and a wait (codegen/lowering_collective.cpp)
   }
   return no("unknown op");
 }
@@ -243,6 +245,8 @@ runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::spa
     donor.emplace(out, in);
   }
 
+  int collectives = 0;
+  std::vector<int> donatedSlots;  // inputs updated in place
   for (const ir::Node* n : graph.nodes()) {
     if (n->op() == ir::Op::constant) {
       for (const ir::Use& use : n->output()->uses())
@@ -285,6 +289,32 @@ runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::spa
       exe.steps.emplace_back(std::move(step));
       continue;
     }
+    if (n->info().kind == ir::OpKind::collective) {
+      // In place in its operand's slot when nothing else reads that (Note
+      // [Collective steps] in runtime/executable_collectives.cpp), else in
+      // a copy of it.
+      const ir::Value* in = n->input(0);
+      const int inSlot = slot.at(in);
+      KILN_CHECK(ir::isContiguous(in->type().shape, inputs[0].strides),
+                 "codegen: {} of a non-contiguous operand ({} with strides {}) is not supported",
+                 ir::opName(n->op()), in->type().str(), ir::shapeStr(inputs[0].strides));
+      const bool inPlace = !graph.isOutput(in) && in->uses().size() == 1 && inputs[0].offset == 0 &&
+                           std::find(exe.inputSlots.begin(), exe.inputSlots.end(), inSlot) == exe.inputSlots.end();
+      int outSlot = inSlot;
+      if (inPlace) {
+        slot[n->output()] = inSlot;
+      } else {
+        outSlot = newSlot(n->output(), n->output()->type().numel());
+        const int64_t offset = inputs[0].offset * itemSize(in->type().dtype);
+        runtime::CopyStep copy{fmt::format("copy_{}", ir::opName(n->op())), {inSlot, outSlot},
+                               static_cast<size_t>(n->output()->type().numel() * itemSize(in->type().dtype)), {}};
+        if (offset != 0) copy.offsets = {offset, 0};
+        logCopyStep(copy.name, copy.bytes, copy.offsets);
+        exe.steps.emplace_back(std::move(copy));
+      }
+      exe.steps.emplace_back(lowerCollective(*n, outSlot, collectives++));
+      continue;
+    }
     const std::vector<ir::Layout> outputs = outputLayouts(graph, *n, outputStrides);
     std::vector<LoweredKernel> kernels = lowerKernels(*n, inputs, outputs);
     std::vector<int> outSlots;
@@ -298,6 +328,7 @@ runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::spa
       if (d != donor.end() && kernels.size() == 1 && !kernels[0].kernel.isReduction()) {
         const auto it = std::find(n->inputs().begin(), n->inputs().end(), d->second);
         if (donateInPlace(kernels[0], static_cast<int>(it - n->inputs().begin()), j)) {
+          donatedSlots.push_back(slot.at(d->second));
           outSlots.push_back(slot[out] = slot.at(d->second));
           continue;
         }
@@ -335,6 +366,7 @@ runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::spa
     }
   }
   for (const ir::Value* out : graph.outputs()) exe.outputSlots.push_back(slot.at(out));
+  if (collectives > 0) scheduleCollectives(exe, donatedSlots);  // Note [Scheduling collectives]
   planMemory(exe);  // Note [The memory plan is made over steps]
   return exe;
 }

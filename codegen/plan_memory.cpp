@@ -125,7 +125,22 @@ std::string describeMemoryPlan(const runtime::Executable& exe) {
     const std::string& name = runtime::stepName(step);
     std::string slots;
     for (int s : runtime::stepSlots(step)) slots += fmt::format("{}{}", slots.empty() ? "" : " ", s);
-    out += fmt::format("step {} {}: slots {}\n", i, name, slots);
+    std::string what = name;
+    if (const auto* c = std::get_if<runtime::CollectiveStep>(&step)) {
+      // Note [Scheduling collectives]: what runs while it communicates.
+      if (c->phase == runtime::CollectiveStep::Phase::start) {
+        what += fmt::format(" start #{}", c->ticket);
+      } else {
+        size_t start = i;
+        while (start > 0) {
+          const auto* s = std::get_if<runtime::CollectiveStep>(&exe.steps[--start]);
+          if (s && s->ticket == c->ticket) break;
+        }
+        what += i > start + 1 ? fmt::format(" wait #{} (overlaps steps {}-{})", c->ticket, start + 1, i - 1)
+                              : fmt::format(" wait #{} (overlaps nothing)", c->ticket);
+      }
+    }
+    out += fmt::format("step {} {}: slots {}\n", i, what, slots);
   }
   return out;
 }

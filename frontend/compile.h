@@ -145,6 +145,7 @@ class CompileEngine {
   /// What graph replay did for the most recent call's program (Note [Graph
   /// replay] in runtime/executable_replay.cpp).
   runtime::ReplayInfo lastReplay() const;
+  std::vector<int> lastCollectiveOverlaps() const;
 
  private:
   std::shared_ptr<CompiledProgram> compileFor(const std::vector<Tensor>& inputs);
@@ -191,6 +192,10 @@ class CompiledFunction {
   std::string lastGraph() const { return engine_->lastGraph(); }
   int lastNumKernels() const { return engine_->lastNumKernels(); }
   runtime::ReplayInfo lastReplay() const { return engine_->lastReplay(); }
+  /// Per collective of the most recent call's program (an all-reduce of a
+  /// DDP bucket), in issue order, the steps that run while it communicates
+  /// (Note [Scheduling collectives] in codegen/lowering_collective.cpp).
+  std::vector<int> lastCollectiveOverlaps() const { return engine_->lastCollectiveOverlaps(); }
 
   /// `fn` as an untyped function of a vector of tensors.
   static detail::TraceFn traceFn(F fn) {

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "frontend/trace.h"
+#include "ir/graph.h"
 #include "runtime/dist_rendezvous.h"
 #include "runtime/error.h"
 
@@ -19,8 +21,10 @@ namespace rd = runtime::dist;
 /// when they cannot be used in place.
 rd::BufferRef refOf(std::string_view op, const Tensor& t) {
   KILN_CHECK(t.defined(), "{}: an undefined tensor", op);
-  KILN_CHECK(!t.isTraced(), "{}: {} is traced inside kiln::compile; call collectives outside compiled functions", op,
-             t.str());
+  KILN_CHECK(!t.isTraced() && !::kiln::detail::TraceState::current(),
+             "{}: {} inside kiln::compile: only all_reduce is a collective of compiled programs; call {} outside the "
+             "compiled function",
+             op, t.str(), op);
   KILN_CHECK(t.isContiguous(), "{}: expected a contiguous tensor, got {} with strides [{}] (call contiguous() first)",
              op, t.str(), fmt::join(t.strides(), ","));
   return rd::BufferRef::of(t.impl()->storage, static_cast<size_t>(t.storageOffset() * itemSize(t.dtype())), t.numel(),
@@ -101,9 +105,39 @@ std::string ProcessGroup::backend() const { return impl_ ? impl_->backend() : st
 
 Work ProcessGroup::allReduce(Tensor& tensor, ReduceOp op) const {
   auto& g = member("all_reduce");
+  if (::kiln::detail::TraceState::current()) {
+    // The program writes the result into the tensor at every call (Note
+    // [Writes into eager state] in frontend/trace.h).
+    tensor.copy_(allReduced(tensor, op));
+    auto done = std::make_shared<rd::Work>(rd::OpKind::allReduce, 0,
+                                           fmt::format("all_reduce({}, {}) in a compiled program", tensor.str(),
+                                                       rd::reduceOpName(op)),
+                                           g.timeout());
+    done->finish(nullptr);
+    return Work(std::move(done));
+  }
   Work w(g.allReduce(refOf("all_reduce", tensor), op));
   bump(tensor);
   return w;
+}
+
+Tensor ProcessGroup::allReduced(const Tensor& tensor, ReduceOp op) const {
+  auto& g = member("all_reduce");
+  KILN_CHECK(tensor.defined(), "all_reduce: an undefined tensor");
+  if (::kiln::detail::TraceState* trace = ::kiln::detail::TraceState::current()) {
+    rd::BufferRef probe = rd::BufferRef::of(nullptr, 0, tensor.numel(), tensor.dtype(), tensor.shape());
+    probe.device = tensor.device();
+    const std::string wrongDevice = rd::deviceMismatchMessage(g.backend(), rd::OpKind::allReduce, probe);
+    KILN_CHECK(wrongDevice.empty(), "{}", wrongDevice);
+    const std::vector<ir::Value*> in = {trace->valueOf(tensor, "all_reduce")};
+    ir::Node* node = trace->graph->create(
+        ir::Op::all_reduce, in,
+        {{"group", rd::groupId(impl_)}, {"op", std::string(rd::reduceOpName(op))}});
+    return trace->wrap(node->output());
+  }
+  Tensor result = tensor.detach().contiguous().clone();
+  g.allReduce(refOf("all_reduce", result), op)->wait();
+  return result;
 }
 
 Work ProcessGroup::broadcast(Tensor& tensor, int root) const {
@@ -218,6 +252,7 @@ void destroyProcessGroup() {
 }
 
 Work allReduce(Tensor& tensor, ReduceOp op) { return defaultGroup().allReduce(tensor, op); }
+Tensor allReduced(const Tensor& tensor, ReduceOp op) { return defaultGroup().allReduced(tensor, op); }
 Work broadcast(Tensor& tensor, int root) { return defaultGroup().broadcast(tensor, root); }
 Work allGather(std::vector<Tensor>& outputs, const Tensor& input) { return defaultGroup().allGather(outputs, input); }
 Work reduceScatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) {

@@ -2,7 +2,9 @@
 // ProcessGroup is a handle on a runtime process group
 // (runtime/dist_process_group.h): its calls take tensors, check them
 // (defined, eager, contiguous), write results into them in place and return
-// a Work to wait on. The default group is made by dist::init and used by the
+// a Work to wait on. Inside kiln::compile, all_reduce is a node of the
+// program, run overlapped with the kernels around it; the other
+// collectives are refused there. The default group is made by dist::init and used by the
 // free functions, like torch.distributed's default group.
 //
 //   kiln::dist::init("gloo");   // rank and world from kiln-run / torchrun / mpirun / Slurm
@@ -86,8 +88,17 @@ class ProcessGroup {
   int size() const;
   std::string backend() const;
 
-  /// `tensor` reduced over every rank, in place.
+  /// `tensor` reduced over every rank, in place. Inside kiln::compile it is
+  /// an `all_reduce` node of the program (docs/distributed.md, "Compiled
+  /// collectives") and the Work returned is complete: the program waits
+  /// for the collective before the first step that reads its result.
   Work allReduce(Tensor& tensor, ReduceOp op = ReduceOp::sum) const;
+  /// `tensor` reduced over every rank, as a new tensor (`tensor` is left as
+  /// it is; PyTorch's functional all_reduce). Eagerly it blocks until the
+  /// result is there; inside kiln::compile it is an `all_reduce` node,
+  /// started as soon as `tensor` is computed and waited for where the
+  /// result is first read. The result does not require grad.
+  Tensor allReduced(const Tensor& tensor, ReduceOp op = ReduceOp::sum) const;
   /// `tensor` of rank `root` copied into `tensor` of every rank.
   Work broadcast(Tensor& tensor, int root) const;
   /// outputs[r] = rank r's `input`. An empty `outputs` is filled with new
@@ -151,6 +162,7 @@ void destroyProcessGroup();
 
 // The collectives of the default group.
 Work allReduce(Tensor& tensor, ReduceOp op = ReduceOp::sum);
+Tensor allReduced(const Tensor& tensor, ReduceOp op = ReduceOp::sum);
 Work broadcast(Tensor& tensor, int root);
 Work allGather(std::vector<Tensor>& outputs, const Tensor& input);
 Work reduceScatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op = ReduceOp::sum);

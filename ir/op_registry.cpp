@@ -8,6 +8,7 @@
 
 #include <array>
 
+#include "ir/collective_rules.h"
 #include "ir/library_rules.h"
 #include "ir/reduction_rules.h"
 #include "runtime/error.h"
@@ -209,6 +210,7 @@ TensorType inferType(Op op, std::span<const TensorType> inputs, const Attributes
     case OpKind::movement: return inferMovement(op, inputs, attrs);
     case OpKind::reduction: return detail::inferReduction(op, inputs, attrs);
     case OpKind::library: return detail::inferLibrary(op, inputs, attrs);
+    case OpKind::collective: return detail::inferCollective(op, inputs, attrs);
     case OpKind::constant:
     case OpKind::control: break;
   }

@@ -32,7 +32,8 @@ enum class OpKind : uint8_t {
   elementwise,  ///< one result element from the same-index input elements
   reduction,
   movement,  ///< views and copies
-  library,   ///< BLAS, cuBLAS, cuDNN calls
+  library,     ///< BLAS, cuBLAS, cuDNN calls
+  collective,  ///< communication with other ranks through a process group
   control,   ///< fusion and other ops holding regions
   constant,  ///< no inputs; a value fixed by attributes
 };

@@ -504,6 +504,7 @@ typename B::V emitOp(B& b, Op op, DType outType, std::span<const typename B::V> 
     case Op::matmul:
     case Op::index_select:
     case Op::index_add:
+    case Op::all_reduce:
     case Op::fusion: break;
   }
   KILN_ASSERT(false, "op {} has no scalar formula", opName(op));

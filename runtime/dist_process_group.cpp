@@ -72,6 +72,40 @@ DebugLevel debugLevelFromEnvironment() {
 
 // --- BufferRef ---
 
+std::optional<ReduceOp> reduceOpFromName(std::string_view name) {
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::min, ReduceOp::max, ReduceOp::product})
+    if (reduceOpName(op) == name) return op;
+  return std::nullopt;
+}
+
+namespace {
+struct GroupRegistry {
+  std::mutex mutex;
+  std::vector<std::weak_ptr<ProcessGroup>> groups;  ///< by id
+};
+GroupRegistry& groupRegistry() {
+  static GroupRegistry* registry = new GroupRegistry;  // never destroyed: groups may outlive static destruction
+  return *registry;
+}
+}  // namespace
+
+int64_t groupId(const std::shared_ptr<ProcessGroup>& group) {
+  KILN_ASSERT(group != nullptr, "groupId of a null group");
+  GroupRegistry& r = groupRegistry();
+  std::lock_guard lock(r.mutex);
+  for (size_t i = 0; i < r.groups.size(); ++i)
+    if (r.groups[i].lock() == group) return static_cast<int64_t>(i);
+  r.groups.push_back(group);
+  return static_cast<int64_t>(r.groups.size()) - 1;
+}
+
+std::shared_ptr<ProcessGroup> groupById(int64_t id) {
+  GroupRegistry& r = groupRegistry();
+  std::lock_guard lock(r.mutex);
+  if (id < 0 || static_cast<size_t>(id) >= r.groups.size()) return nullptr;
+  return r.groups[static_cast<size_t>(id)].lock();
+}
+
 BufferRef BufferRef::of(std::shared_ptr<Buffer> buffer, size_t offset, int64_t numel, DType dtype,
                         std::vector<int64_t> shape) {
   BufferRef b;

@@ -271,6 +271,16 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
 std::shared_ptr<ProcessGroup> createProcessGroup(const std::string& backend, std::shared_ptr<Store> store, int rank,
                                                  int size, const ProcessGroupOptions& options = {});
 
+/// The id of `group` in this process: what a graph's collective nodes name
+/// it by (their `group` attribute; docs/ops.md, "Collectives"). Ids count
+/// from 0 in the order groups are first asked for; the registry holds the
+/// group weakly.
+int64_t groupId(const std::shared_ptr<ProcessGroup>& group);
+/// The group of id `id`; null when there is none (any more).
+std::shared_ptr<ProcessGroup> groupById(int64_t id);
+/// The ReduceOp named `name` (as reduceOpName writes it), or nullopt.
+std::optional<ReduceOp> reduceOpFromName(std::string_view name);
+
 /// Whether `backend` can be used in this build and process; `why` when not.
 bool isBackendAvailable(const std::string& backend, std::string* why = nullptr);
 

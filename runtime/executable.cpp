@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "runtime/error.h"
+#include "runtime/executable_collectives.h"
 #include "runtime/executable_replay.h"
 #include "runtime/stream.h"
 
@@ -62,9 +63,36 @@ void Executable::launchStep(size_t s, const std::vector<DevicePtr>& base, Device
     driver.launch(*step->kernel, bound, step->args, step->shape, stream);
   } else if (const auto* call = std::get_if<LibraryStep>(&steps[s])) {
     call->fn(LibraryCall{device, stream, bound, call->args});
+  } else if (const auto* copy = std::get_if<CopyStep>(&steps[s])) {
+    driver.copyDeviceToDevice(bound[1], bound[0], copy->bytes, stream);
   } else {
-    driver.copyDeviceToDevice(bound[1], bound[0], std::get<CopyStep>(steps[s]).bytes, stream);
+    KILN_ASSERT(false, "launchStep of collective step {}: run() issues those", stepName(steps[s]));
   }
+}
+
+int Executable::numCollectiveSteps() const {
+  int n = 0;
+  for (const Step& s : steps) n += std::holds_alternative<CollectiveStep>(s) ? 1 : 0;
+  return n;
+}
+
+std::vector<int> Executable::collectiveOverlaps() const {
+  std::vector<int> started, overlaps;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const auto* c = std::get_if<CollectiveStep>(&steps[s]);
+    if (!c) continue;
+    const auto t = static_cast<size_t>(c->ticket);
+    if (started.size() <= t) started.resize(t + 1, -1), overlaps.resize(t + 1, 0);
+    if (c->phase == CollectiveStep::Phase::start) {
+      started[t] = static_cast<int>(s);
+    } else {
+      int between = 0;  // steps between, not counting other collectives' starts and waits
+      for (auto k = static_cast<size_t>(started[t] + 1); k < s; ++k)
+        between += std::holds_alternative<CollectiveStep>(steps[k]) ? 0 : 1;
+      overlaps[t] = between;
+    }
+  }
+  return overlaps;
 }
 
 int Executable::numLibraryCalls() const {
@@ -136,7 +164,19 @@ std::vector<std::shared_ptr<Buffer>> Executable::run(const std::vector<std::shar
     }
   }
   allocateUnbound(bound, base);
-  for (size_t s = 0; s < steps.size(); ++s) launchStep(s, base, driver, stream);
+  if (numCollectiveSteps() == 0) {
+    for (size_t s = 0; s < steps.size(); ++s) launchStep(s, base, driver, stream);
+  } else {
+    // Note [Collective steps]
+    CollectiveRun collectives(*this, bound, base);
+    for (size_t s = 0; s < steps.size(); ++s) {
+      if (const auto* c = std::get_if<CollectiveStep>(&steps[s]))
+        collectives.step(*c);
+      else
+        launchStep(s, base, driver, stream);
+    }
+    collectives.finish();
+  }
   countLaunches(static_cast<int64_t>(steps.size()) + (host.empty() ? 0 : 1));
   std::vector<std::shared_ptr<Buffer>> results;
   results.reserve(outputSlots.size());

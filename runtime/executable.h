@@ -15,9 +15,12 @@
 // - a library call: a function of the runtime that computes a whole op (a
 //   matmul through BLAS, a gather), given the device, stream, buffers and
 //   integer arguments (LibraryCall);
-// - a copy of bytes from one slot to another.
-// Each names its buffer slots and where in each slot it starts. Collectives
-// are a further kind of step to come. The runtime knows nothing of the IR:
+// - a copy of bytes from one slot to another;
+// - a collective's start or wait: an all-reduce in place over a slot,
+//   issued on a process group (runtime/dist_process_group.h) at its start
+//   step and waited for at its wait step, so that the steps between run
+//   while it communicates (runtime/executable_collectives.h).
+// Each names its buffer slots and where in each slot it starts. The runtime knows nothing of the IR:
 // everything a step needs is in it. An Executable marked `replay` records
 // its steps on devices that can (a CUDA graph, an OpenCL command buffer)
 // and replays them (Note [Graph replay] in runtime/executable_replay.cpp).
@@ -33,6 +36,7 @@
 #include "runtime/buffer.h"
 #include "runtime/device.h"
 #include "runtime/device_interface.h"
+#include "runtime/dtype.h"
 
 namespace kiln::runtime {
 
@@ -104,8 +108,31 @@ struct CopyStep {
   std::vector<int64_t> offsets;  ///< bytes into each slot; empty when both are 0
 };
 
+namespace dist {
+class ProcessGroup;
+enum class ReduceOp : uint8_t;
+}  // namespace dist
+
+/// Half of a collective: `start` issues an all-reduce of the `numel`
+/// elements of `dtype` in its one slot, in place, on `group`; `wait` (a
+/// later step with the same `ticket`) waits for it, and the steps after it
+/// see the result (Note [Collective steps] in runtime/executable_collectives.cpp).
+struct CollectiveStep {
+  enum class Phase : uint8_t { start, wait };
+  std::string name;  ///< "all_reduce_f32"
+  Phase phase = Phase::start;
+  int ticket = 0;  ///< the collective's number in the executable: pairs a start with its wait
+  std::shared_ptr<dist::ProcessGroup> group;
+  dist::ReduceOp op{};
+  DType dtype = DType::f32;
+  int64_t numel = 0;
+  std::vector<int64_t> shape;    ///< for messages
+  std::vector<int> slots;        ///< the one slot reduced in place
+  std::vector<int64_t> offsets;  ///< bytes into the slot; empty when 0
+};
+
 /// One step of an Executable.
-using Step = std::variant<KernelStep, LibraryStep, CopyStep>;
+using Step = std::variant<KernelStep, LibraryStep, CopyStep, CollectiveStep>;
 
 /// What every kind of step has: a name and the slots it names.
 inline const std::string& stepName(const Step& step) {
@@ -182,6 +209,11 @@ class Executable {
   int numKernels() const { return static_cast<int>(steps.size()); }
   /// Of numKernels(), the library calls.
   int numLibraryCalls() const;
+  /// Of numKernels(), the collectives' starts and waits.
+  int numCollectiveSteps() const;
+  /// Per collective (by ticket), the steps that run between its start and
+  /// its wait: what its communication overlaps (Note [Collective steps]).
+  std::vector<int> collectiveOverlaps() const;
   /// Bytes run() allocates besides the outputs: the shared buffers of the
   /// plan and the slots of intermediates outside it (all of them without a
   /// plan).
@@ -193,7 +225,7 @@ class Executable {
   /// for (the plan's shared buffers, intermediates, outputs) and sets its
   /// `base`.
   void allocateUnbound(std::vector<std::shared_ptr<Buffer>>& bound, std::vector<DevicePtr>& base) const;
-  /// Enqueues step `s` with the slot addresses `base` on `stream` of `driver`, the device's.
+  /// Enqueues step `s` (not a collective's) with the slot addresses `base` on `stream` of `driver`, the device's.
   void launchStep(size_t s, const std::vector<DevicePtr>& base, DeviceInterface& driver, StreamHandle stream) const;
 };
 

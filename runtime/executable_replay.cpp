@@ -357,6 +357,8 @@ bool runReplayed(const Executable& exe, const std::vector<std::shared_ptr<Buffer
     why = "KILN_GRAPH_REPLAY=0";
   else if (exe.steps.size() < 2)
     why = "a program of one step";
+  else if (exe.numCollectiveSteps() > 0)
+    why = "a program with collectives (Note [Collective steps])";
   if (!why.empty() || !driver.canRecord(&why)) {
     std::lock_guard lock(cache.mutex);
     cache.lastOff = why;

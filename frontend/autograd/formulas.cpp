@@ -369,6 +369,7 @@ Formula formulaFor(Op op, const ir::Attributes& attrs, std::shared_ptr<Args> a, 
     case Op::slice:
     case Op::expand:
     case Op::cat:
+    case Op::all_reduce:  // frontend/distributed.cpp builds it; its result does not require grad
     case Op::fusion: break;
   }
   KILN_ASSERT(false, "autograd: {} is not recorded through dispatch()", ir::opName(op));

@@ -17,6 +17,22 @@
 // backward: it checks that every parameter was ready (else an error naming
 // those that were not), waits for the buckets in order and writes each
 // slice into its parameter's .grad (a new tensor).
+//
+// Note [DDP inside kiln::compile]
+// Traced (a training step under kiln::compile), the same hooks run while
+// the backward pass is traced, and build the same computation out of graph
+// ops instead: a ready bucket is the cat of its gradients, flattened, times
+// 1/worldSize (the values the eager copy and scale give, bit for bit), and
+// its all-reduce is ProcessGroup::allReduced, an `all_reduce` node; each
+// .grad becomes a slice of that node's result. The program then starts
+// each bucket's all-reduce as soon as its cat is computed and waits for it
+// just before the optimizer first reads it (Note [Scheduling collectives]
+// in codegen/lowering_collective.cpp), so communication overlaps the rest
+// of the backward kernels. The buckets are the eager ones, in the same
+// order. The program is guarded on whether gradients are synchronized
+// (noSync), so a step traced with sync does not run without it.
+// findUnusedParameters is refused inside kiln::compile: its bitmap is read
+// on the host during backward.
 #include "frontend/nn/ddp.h"
 
 #include <fmt/format.h>
@@ -29,6 +45,9 @@
 #include "frontend/autograd/grad_mode.h"
 #include "frontend/autograd/hooks.h"
 #include "frontend/autograd/node.h"
+#include "frontend/ops.h"
+#include "frontend/per_call.h"
+#include "frontend/trace.h"
 #include "runtime/error.h"
 
 namespace kiln::nn {
@@ -42,6 +61,7 @@ struct Bucket {
   size_t pending = 0;            ///< parameters not yet ready this iteration
   dist::Work work;               ///< the all-reduce, once launched
   bool launched = false;
+  Tensor traced;                 ///< traced: the all-reduce's result (Note [DDP inside kiln::compile])
 };
 
 struct Reducer {
@@ -62,6 +82,9 @@ struct Reducer {
   int64_t iteration = 0;
   Tensor usedBitmap;  ///< findUnusedParameters: 1 where used, all-reduced
   dist::Work bitmapWork;
+  std::vector<Tensor> tracedGrads;  ///< traced: each parameter's gradient, flattened
+
+  static bool tracing() { return ::kiln::detail::TraceState::current() != nullptr; }
 
   Tensor slice(size_t p) const {
     const auto [b, offset] = slot[p];
@@ -72,13 +95,15 @@ struct Reducer {
     // An iteration whose backward failed may have left all-reduces running
     // into the buckets: they finish before the buckets are reused.
     for (Bucket& b : buckets)
-      if (b.launched && !b.work.isCompleted()) b.work.wait();
+      if (b.launched && b.work.impl() && !b.work.isCompleted()) b.work.wait();
     callbackQueued = false;
     for (Bucket& b : buckets) {
       b.pending = b.params.size();
       b.launched = false;
       b.work = dist::Work();
+      b.traced = Tensor();
     }
+    tracedGrads.assign(params.size(), Tensor());
     ready.assign(params.size(), false);
     nextLaunch = 0;
     usedBitmap = Tensor();
@@ -93,6 +118,12 @@ struct Reducer {
         "or backward accumulated into it twice)",
         names[p], iteration);
     ready[p] = true;
+    if (tracing()) {
+      KILN_ASSERT(grad != nullptr, "DistributedDataParallel: a traced parameter without a gradient");
+      tracedGrads[p] = grad->reshape({params[p].numel()});
+      --buckets[slot[p].first].pending;
+      return;
+    }
     Tensor s = slice(p);
     if (grad) {
       s.copy_(grad->reshape({params[p].numel()}));
@@ -107,8 +138,14 @@ struct Reducer {
   void launchReady() {
     while (nextLaunch < buckets.size() && buckets[nextLaunch].pending == 0) {
       Bucket& b = buckets[nextLaunch++];
-      b.work = group.allReduce(b.flat, dist::ReduceOp::sum);
       b.launched = true;
+      if (tracing()) {
+        std::vector<Tensor> parts;
+        for (size_t p : b.params) parts.push_back(tracedGrads[p]);
+        b.traced = group.allReduced(mul(cat(parts, 0), 1.0 / group.size()), dist::ReduceOp::sum);
+        continue;
+      }
+      b.work = group.allReduce(b.flat, dist::ReduceOp::sum);
     }
   }
 
@@ -131,7 +168,7 @@ struct Reducer {
 
   void waitLaunched() {
     for (Bucket& b : buckets)
-      if (b.launched) b.work.wait();
+      if (b.launched && b.work.impl()) b.work.wait();
   }
 
   void finalize() {
@@ -161,10 +198,12 @@ struct Reducer {
       bitmapWork.wait();
       used = usedBitmap.toVector();
     }
-    for (Bucket& b : buckets) b.work.wait();
+    waitLaunched();
     for (size_t p = 0; p < params.size(); ++p) {
       if (!used.empty() && used[p] == 0.0f) continue;  // unused on every rank: .grad as it was
-      params[p].setGrad(slice(p).view(params[p].shape()).clone());
+      const auto [b, offset] = slot[p];
+      const Tensor& flat = buckets[b].traced.defined() ? buckets[b].traced : buckets[b].flat;
+      params[p].setGrad(flat.narrow(0, offset, params[p].numel()).view(params[p].shape()).clone());
     }
   }
 
@@ -248,6 +287,9 @@ void checkSameParameters(const dist::ProcessGroup& group, const std::vector<Tens
 DistributedDataParallelImpl::DistributedDataParallelImpl(std::shared_ptr<Module> module,
                                                          DistributedDataParallelOptions options)
     : Module("DistributedDataParallel"), module_(std::move(module)) {
+  // Made inside kiln::compile, its checks and broadcasts still run now,
+  // once (Note [Initialization is eager] in frontend/nn/init.cpp).
+  ::kiln::detail::EagerScope eager;
   KILN_CHECK(module_ != nullptr, "DistributedDataParallel: a null module");
   KILN_CHECK(options.bucketCapBytes > 0 && options.firstBucketCapBytes > 0,
              "DistributedDataParallel: bucket caps must be positive, got {} and {} bytes", options.firstBucketCapBytes,
@@ -321,6 +363,20 @@ DistributedDataParallelImpl::~DistributedDataParallelImpl() {
 Tensor DistributedDataParallelImpl::forward(const Tensor& input) {
   Tensor out = module_->forward(input);
   detail::Reducer& r = *reducer_;
+  if (::kiln::detail::TraceState* trace = ::kiln::detail::TraceState::current()) {
+    // Note [DDP inside kiln::compile]
+    KILN_CHECK(!(r.syncEnabled && r.options.findUnusedParameters),
+               "DistributedDataParallel: findUnusedParameters is not supported inside kiln::compile (its bitmap of "
+               "used parameters is read on the host during backward); compile a step whose forward uses every "
+               "parameter, with findUnusedParameters = false, or run this one eagerly");
+    std::weak_ptr<detail::Reducer> weak = reducer_;
+    const bool sync = r.syncEnabled;
+    trace->guard(fmt::format("DistributedDataParallel gradient sync is {}", sync ? "on" : "off (noSync)"),
+                 [weak, sync] {
+                   auto reducer = weak.lock();
+                   return reducer && reducer->syncEnabled == sync;
+                 });
+  }
   if (r.syncEnabled && isGradEnabled()) {
     r.prepare();
     if (r.options.findUnusedParameters) r.findUnused(out);

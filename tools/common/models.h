@@ -4,6 +4,7 @@
 // what is inspected is what is measured.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -85,6 +86,28 @@ class MlpTrainStep {
  private:
   nn::Sequential model_;
   optim::AdamW optimizer_;
+};
+
+/// One DistributedDataParallel training step of a small MLP (64-128-128-10,
+/// SGD lr 0.1, crossEntropy, batch 32) with buckets small enough that it
+/// has three (4 KiB first, then 64 KiB): `irdump --example ddp_train_step`
+/// shows the all_reduce node of each bucket and, with --emit=memory-plan,
+/// the program's schedule (each start and the steps its wait overlaps).
+/// `group` is the process group to average over; without one, a gloo group
+/// of one rank over a HashStore (the all-reduces are then over one rank).
+class DdpTrainStep {
+ public:
+  static constexpr int64_t kIn = 64, kHidden = 128, kClasses = 10, kBatch = 32;
+  explicit DdpTrainStep(std::optional<dist::ProcessGroup> group = std::nullopt);
+  /// One step on x f32[N,64] and labels i64[N] in [0, 10); returns the loss.
+  Tensor operator()(const Tensor& x, const Tensor& labels);
+  static std::vector<ir::TensorType> inputTypes();
+  const nn::DistributedDataParallel& ddp() const { return ddp_; }
+
+ private:
+  nn::Sequential model_;
+  nn::DistributedDataParallel ddp_;
+  optim::SGD optimizer_;
 };
 
 }  // namespace kiln::tools

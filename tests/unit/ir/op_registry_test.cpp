@@ -70,7 +70,7 @@ const std::map<std::string, OpTrait> kTraits = {
 
 const std::map<std::string, OpKind> kKinds = {
     {"elementwise", OpKind::elementwise}, {"reduction", OpKind::reduction}, {"movement", OpKind::movement},
-    {"library", OpKind::library},         {"control", OpKind::control},     {"constant", OpKind::constant},
+    {"library", OpKind::library},         {"collective", OpKind::collective}, {"control", OpKind::control},     {"constant", OpKind::constant},
 };
 
 TEST(OpTable, MatchesOpsDef) {

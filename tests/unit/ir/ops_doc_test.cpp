@@ -21,6 +21,7 @@ std::string kindName(ir::OpKind kind) {
     case ir::OpKind::reduction: return "reduction";
     case ir::OpKind::movement: return "movement";
     case ir::OpKind::library: return "library";
+    case ir::OpKind::collective: return "collective";
     case ir::OpKind::control: return "control";
     case ir::OpKind::constant: return "constant";
   }
