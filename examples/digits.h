@@ -34,7 +34,9 @@ struct Options {
 
 inline void addOptions(CLI::App& app, Options& o) {
   app.add_option("--data", o.data, "the digits, one image a line (scripts/fetch_data.sh)")->capture_default_str();
-  app.add_option("--epochs", o.epochs, "passes over the training set")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--epochs", o.epochs, "passes over the training set")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--batch", o.batch, "images per optimizer step")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--lr", o.lr, "AdamW's learning rate")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--seed", o.seed, "seeds the initialization, the shuffle and dropout")->capture_default_str();

@@ -133,7 +133,8 @@ int main(int argc, char** argv) {
     const double acc = fit(o, train, test, print);
     const bool below = o.minAccuracy >= 0 && acc < o.minAccuracy;  // the same on every rank
     if (print) std::printf("test accuracy: %.2f%%\n", 100 * acc);
-    if (print && below) std::fprintf(stderr, "train_digits_ddp: test accuracy %.4f is below %.4f\n", acc, o.minAccuracy);
+    if (print && below)
+      std::fprintf(stderr, "train_digits_ddp: test accuracy %.4f is below %.4f\n", acc, o.minAccuracy);
     // Rank 0 has printed: a barrier, then leaving. (A rank that left at once
     // could also fail a slower one's last call: Gloo resets its sockets at
     // exit; docs/distributed.md, "Leaving".)
