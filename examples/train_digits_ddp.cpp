@@ -32,8 +32,7 @@
 namespace {
 
 /// Every rank's epoch statistics, {loss sum, test accuracy}, gathered from
-/// one tensor kept for the whole run. (A fresh tensor per call would do, but
-/// hangs now and then: tests/dist/gloo_cache_slots_test.cpp.)
+/// one tensor kept for the whole run.
 class EpochStats {
  public:
   std::vector<std::pair<double, double>> gather(double lossSum, double accuracy) {

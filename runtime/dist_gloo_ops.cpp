@@ -13,9 +13,15 @@
 // kCacheBytes per rank, kMaxEntries of them), keyed by kind, dtype, reduce
 // op, root, count and the host addresses they work on. Addresses differ
 // between ranks, so a rank alone cannot know whether its peers hit too: each
-// says so in its fingerprint (Fingerprint::kCached), and a call reuses the
-// cached instances only when every rank has them; otherwise every rank
-// builds new ones, in the same order. Without fingerprints
+// says in its fingerprint which call built the instance it has
+// (Fingerprint::cachedAt), and a call reuses the cached instances only when
+// every rank has one built by the same call. Having one is not enough: an
+// instance keeps the slots of the call that built it, and two ranks whose
+// addresses hit instances built at different calls would run on different
+// slots and wait for each other until the timeout (rank 0 reusing the
+// instance of its buffer a, built at call 1, while rank 1 reuses that of
+// its buffer b, built at call 2). Otherwise every rank builds new ones, in
+// the same order. Without fingerprints
 // (KILN_DIST_DEBUG=off) nothing is cached. The option-based API
 // (gloo::alltoall) is used only for all_to_all, which has no class.
 #include <gloo/allgather_ring.h>
@@ -229,9 +235,11 @@ std::optional<GlooOps::Key> GlooOps::keyOf(const Call& call, const std::vector<v
              std::move(where)};
 }
 
-bool GlooOps::cached(const Call& call, const std::vector<void*>& in, const std::vector<void*>&) const {
+uint64_t GlooOps::cachedAt(const Call& call, const std::vector<void*>& in) const {
   const auto key = keyOf(call, in);
-  return key && cache_.count(*key);
+  if (!key) return 0;
+  const auto it = cache_.find(*key);
+  return it == cache_.end() ? 0 : it->second.builtAt;
 }
 
 void GlooOps::build(Entry& entry, const Call& call, void* data, int64_t count) {
@@ -291,6 +299,7 @@ GlooOps::Entry& GlooOps::entryFor(const Call& call, const std::vector<void*>& in
   Entry& entry = cache_[*key];
   entry = Entry{};
   entry.age = ++clock_;
+  entry.builtAt = call.sequence;
   return entry;
 }
 
