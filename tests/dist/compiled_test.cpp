@@ -11,6 +11,7 @@
 
 #include "frontend/kiln.h"
 #include "tests/common/error_of.h"
+#include "tests/dist/ddp_fixtures.h"
 #include "tests/dist/harness.h"
 
 namespace kiln::testing::dist {
@@ -108,35 +109,6 @@ TEST(CompiledAllReduce, OtherCollectivesAreRefusedInsideCompile) {
             "broadcast outside the compiled function");
 }
 
-/// Linear(6, 16), Softplus, Linear(16, 16), Softplus, Linear(16, 3), fixed weights.
-nn::Sequential makeMlp() {
-  nn::Sequential m(nn::Linear(6, 16), nn::Softplus(), nn::Linear(16, 16), nn::Softplus(), nn::Linear(16, 3));
-  NoGradGuard noGrad;
-  int j = 0;
-  for (const Tensor& p : m->parameters()) {
-    std::vector<float> v(static_cast<size_t>(p.numel()));
-    for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<float>(0.4 * std::sin(0.9 * static_cast<double>(k) + j));
-    p.detach().copy_(fromVector(v, p.shape()));
-    ++j;
-  }
-  return m;
-}
-
-/// Samples [first, first + count): inputs [count, 6], targets [count, 3].
-std::pair<Tensor, Tensor> samples(int64_t first, int64_t count, int step) {
-  std::vector<float> x, y;
-  for (int64_t i = first; i < first + count; ++i) {
-    for (int f = 0; f < 6; ++f) x.push_back(static_cast<float>(std::cos(0.3 * static_cast<double>(i) + 0.7 * f + step)));
-    for (int f = 0; f < 3; ++f) y.push_back(static_cast<float>(std::sin(0.2 * static_cast<double>(i) + f - step)));
-  }
-  return {fromVector(x, {count, 6}), fromVector(y, {count, 3})};
-}
-
-/// Buckets of 256 bytes: {4.bias, 4.weight}, {2.bias, 2.weight}, {0.bias, 0.weight}.
-nn::DistributedDataParallelOptions smallBuckets(const kiln::dist::ProcessGroup& g) {
-  return {.processGroup = g, .bucketCapBytes = 256, .firstBucketCapBytes = 256};
-}
-
 /// Compiled DDP vs eager DDP vs one process on every rank's samples: 6 SGD
 /// steps with momentum. Eager and compiled DDP compute the same ops in the
 /// same order but for fusion's reduction order (bias gradients), so they
@@ -146,7 +118,7 @@ void expectCompiledMatchesEager(int ranks) {
   auto groups = makeFrontendGroups(ranks);
   expectNoErrors(runRanks(ranks, [&](int r) {
     const kiln::dist::ProcessGroup& g = groups[static_cast<size_t>(r)];
-    nn::Sequential eagerModel = makeMlp(), compiledModel = makeMlp(), ref = makeMlp();
+    nn::Sequential eagerModel = makeDdpMlp(), compiledModel = makeDdpMlp(), ref = makeDdpMlp();
     nn::DistributedDataParallel eager(eagerModel, smallBuckets(g));
     nn::DistributedDataParallel compiled(compiledModel, smallBuckets(g));
     ASSERT_EQ(compiled->bucketAssignment().size(), 3u);
@@ -161,8 +133,8 @@ void expectCompiledMatchesEager(int ranks) {
       return loss;
     });
     for (int it = 0; it < 6; ++it) {
-      const auto [x, y] = samples(r * kPerRank, kPerRank, it);
-      const auto [xAll, yAll] = samples(0, ranks * kPerRank, it);
+      const auto [x, y] = ddpSamples(r * kPerRank, kPerRank, it);
+      const auto [xAll, yAll] = ddpSamples(0, ranks * kPerRank, it);
       eagerOpt.zeroGrad();
       const Tensor eagerLoss = mseLoss(eager(x), y);
       eagerLoss.backward();
@@ -197,15 +169,15 @@ TEST(CompiledDDP, NoSyncIsAGuardAndAccumulatesLocally) {
   auto groups = makeFrontendGroups(n);
   expectNoErrors(runRanks(n, [&](int r) {
     const kiln::dist::ProcessGroup& g = groups[static_cast<size_t>(r)];
-    nn::Sequential model = makeMlp(), ref = makeMlp();
+    nn::Sequential model = makeDdpMlp(), ref = makeDdpMlp();
     nn::DistributedDataParallel ddp(model, smallBuckets(g));
     auto backward = kiln::compile([&](const Tensor& x, const Tensor& y) {
       Tensor loss = mseLoss(ddp(x), y);
       loss.backward();
       return loss;
     });
-    const auto [x0, y0] = samples(r * 4, 4, 0);
-    const auto [x1, y1] = samples(r * 4, 4, 1);
+    const auto [x0, y0] = ddpSamples(r * 4, 4, 0);
+    const auto [x1, y1] = ddpSamples(r * 4, 4, 1);
     {
       auto guard = ddp->noSync();
       backward(x0, y0);  // local gradients only
@@ -218,7 +190,7 @@ TEST(CompiledDDP, NoSyncIsAGuardAndAccumulatesLocally) {
     Tensor loss;
     for (int q = 0; q < n; ++q)
       for (int it = 0; it < 2; ++it) {
-        const auto [x, y] = samples(q * 4, 4, it);
+        const auto [x, y] = ddpSamples(q * 4, 4, it);
         loss = mseLoss(ref(x), y) * (1.0 / n);
         loss.backward();
       }
@@ -230,7 +202,7 @@ TEST(CompiledDDP, NoSyncIsAGuardAndAccumulatesLocally) {
 
 TEST(CompiledDDP, FindUnusedParametersIsRefusedWithTheReason) {
   auto groups = makeFrontendGroups(1);
-  nn::Sequential model = makeMlp();
+  nn::Sequential model = makeDdpMlp();
   nn::DistributedDataParallel ddp(
       model, nn::DistributedDataParallelOptions{.processGroup = groups[0], .findUnusedParameters = true});
   auto f = kiln::compile([&](const Tensor& x) { return ddp(x); });
@@ -246,7 +218,7 @@ TEST(CompiledDDP, ADeadPeerFailsTheCompiledStepWithinTheTimeout) {
   double took = 0;
   expectNoErrors(runRanks(n, [&](int r) {
     const kiln::dist::ProcessGroup& g = groups[static_cast<size_t>(r)];
-    nn::Sequential model = makeMlp();
+    nn::Sequential model = makeDdpMlp();
     nn::DistributedDataParallel ddp(model, smallBuckets(g));
     optim::SGD opt(ddp->parameters(), {.lr = 0.1});
     auto step = kiln::compile([&](const Tensor& x, const Tensor& y) {
@@ -256,7 +228,7 @@ TEST(CompiledDDP, ADeadPeerFailsTheCompiledStepWithinTheTimeout) {
       opt.step();
       return loss;
     });
-    const auto [x, y] = samples(r * 4, 4, 0);
+    const auto [x, y] = ddpSamples(r * 4, 4, 0);
     step(x, y);
     step(x, y);
     if (r == 1) {

@@ -2,7 +2,9 @@
 // (tests/dist/worker/dist_worker.cpp) meeting the others through a TCP
 // store this test serves on a port the OS chose; every collective on
 // tensors, and a rank that exits without a word (a crash) named by the
-// others within the timeout + 1 s. Every run is bounded: a worker still
+// others within the timeout + 1 s; compiled DDP equal to eager DDP on 2
+// and 4 processes, and a peer killed in the middle of a step named by the
+// others' compiled steps within the timeout + 1 s. Every run is bounded: a worker still
 // running at its limit is killed and fails the test.
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -99,6 +101,32 @@ TEST(MultiProcess, ARankThatDiesIsNamedByTheOthers) {
         out.find("all_reduce: sequence 2 failed on rank " + std::to_string(r) + " of 3 (gloo, timeout 2000 ms): "),
         std::string::npos)
         << out;
+    EXPECT_NE(out.find("rank 2 closed its connection (it exited or crashed)"), std::string::npos) << out;
+    const size_t at = out.find("error after ");
+    ASSERT_NE(at, std::string::npos) << out;
+    EXPECT_LT(std::stod(out.substr(at + 12)), 3.0) << "within the timeout + 1 s: " << out;
+  }
+}
+
+TEST(MultiProcess, CompiledDDPEqualsEagerDDPOnTwoAndFourProcesses) {
+  for (int world : {2, 4}) {
+    const auto outcomes = runWorkers(world, "ddp", 120s);
+    for (size_t r = 0; r < outcomes.size(); ++r) {
+      EXPECT_EQ(outcomes[r].code, 0) << world << " processes, rank " << r << ":\n" << outcomes[r].output;
+      EXPECT_NE(outcomes[r].output.find("ddp ok"), std::string::npos) << outcomes[r].output;
+    }
+  }
+}
+
+// The target: a peer killed mid-step makes every other rank's
+// compiled step fail within the timeout (2 s) + 1 s, naming it.
+TEST(MultiProcess, APeerKilledMidStepFailsTheOthersCompiledStepInTime) {
+  const auto outcomes = runWorkers(3, "ddp_die");
+  EXPECT_EQ(outcomes[2].code, 0) << outcomes[2].output;
+  for (size_t r = 0; r < 2; ++r) {
+    const std::string& out = outcomes[r].output;
+    EXPECT_EQ(outcomes[r].code, 0) << out;
+    EXPECT_NE(out.find("all_reduce: sequence"), std::string::npos) << out;
     EXPECT_NE(out.find("rank 2 closed its connection (it exited or crashed)"), std::string::npos) << out;
     const size_t at = out.find("error after ");
     ASSERT_NE(at, std::string::npos) << out;
