@@ -77,6 +77,32 @@ TEST(CompiledAllReduce, ComputesWhatTheEagerCallComputes) {
   }));
 }
 
+// On opencl:0 (PoCL in CI), each rank on a stream of its own: the program's
+// kernels are pending on that stream when the start is issued, and the
+// group's copies wait for them (Note [Collectives on device streams]); the
+// program is not recorded for replay.
+TEST(CompiledAllReduce, OnOpenCLTensorsOnTheRanksOwnStreams) {
+  std::string why;
+  if (!isAvailable(DeviceType::opencl, &why)) GTEST_SKIP() << "no OpenCL device: " << why;
+  constexpr int n = 2;
+  auto groups = makeFrontendGroups(n);
+  expectNoErrors(runRanks(n, [&](int r) {
+    const kiln::dist::ProcessGroup& g = groups[static_cast<size_t>(r)];
+    Stream stream = Stream::create(Device::opencl(0));
+    StreamGuard guard(stream);
+    auto f = kiln::compile([&](const Tensor& x) { return g.allReduced(relu(x) * 2.0, kiln::dist::ReduceOp::sum) + 1.0; });
+    const Tensor x = rankValues(r, 40).to(Device::opencl(0));
+    for (int call = 0; call < 3; ++call) {
+      const std::vector<float> got = f(x).to(Device::cpu()).toVector();
+      for (int64_t i = 0; i < 40; ++i)
+        ASSERT_EQ(got[static_cast<size_t>(i)], static_cast<float>(2 * (3 + 2 * static_cast<double>(i) / 8) + 1))
+            << "rank " << r << " call " << call << " element " << i;
+    }
+    EXPECT_EQ(f.lastReplay().replays, 0);
+    EXPECT_EQ(f.lastReplay().off, "a program with collectives (Note [Collective steps])");
+  }));
+}
+
 TEST(CompiledAllReduce, InPlaceAllReduceWritesTheEagerTensorAtEveryCall) {
   constexpr int n = 2;
   auto groups = makeFrontendGroups(n);
