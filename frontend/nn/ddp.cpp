@@ -205,6 +205,9 @@ struct Reducer {
       const Tensor& flat = buckets[b].traced.defined() ? buckets[b].traced : buckets[b].flat;
       params[p].setGrad(flat.narrow(0, offset, params[p].numel()).view(params[p].shape()).clone());
     }
+    // Traced values belong to the trace that is ending: not kept past it.
+    tracedGrads.assign(params.size(), Tensor());
+    for (Bucket& b : buckets) b.traced = Tensor();
   }
 
   /// findUnusedParameters: the parameters the graph of `output` reaches.
