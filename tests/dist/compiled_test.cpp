@@ -29,16 +29,6 @@ std::vector<kiln::dist::ProcessGroup> makeFrontendGroups(int n, std::chrono::mil
   return groups;
 }
 
-double maxDiff(const Tensor& a, const Tensor& b) {
-  EXPECT_TRUE(a.defined() && b.defined());
-  if (!a.defined() || !b.defined()) return 1e9;
-  const std::vector<float> va = a.toVector(), vb = b.toVector();
-  EXPECT_EQ(va.size(), vb.size());
-  double d = 0;
-  for (size_t i = 0; i < va.size() && i < vb.size(); ++i) d = std::max(d, std::abs(double{va[i]} - double{vb[i]}));
-  return d;
-}
-
 /// A rank's values: element i of rank r is r + 1 + i / 8.
 Tensor rankValues(int r, int64_t n) {
   std::vector<float> v(static_cast<size_t>(n));
@@ -60,8 +50,8 @@ TEST(CompiledAllReduce, ComputesWhatTheEagerCallComputes) {
       EXPECT_NE(f.lastGraph().find("all_reduce("), std::string::npos) << f.lastGraph();
       const Tensor eager = g.allReduced(relu(x) * 2.0, op) + 1.0;
       const Tensor eagerAgain = g.allReduced(relu(x + 1.0) * 2.0, op) + 1.0;
-      EXPECT_EQ(maxDiff(compiled, eager), 0.0) << runtime::dist::reduceOpName(op);
-      EXPECT_EQ(maxDiff(again, eagerAgain), 0.0) << runtime::dist::reduceOpName(op);
+      EXPECT_EQ(maxAbsDiff(compiled, eager), 0.0) << runtime::dist::reduceOpName(op);
+      EXPECT_EQ(maxAbsDiff(again, eagerAgain), 0.0) << runtime::dist::reduceOpName(op);
       // Against the reduction computed here: sum over ranks of 2 (q + 1 + i/8).
       const std::vector<float> got = compiled.toVector();
       for (int64_t i = 0; i < 10; ++i) {
@@ -136,54 +126,25 @@ TEST(CompiledAllReduce, OtherCollectivesAreRefusedInsideCompile) {
 }
 
 /// Compiled DDP vs eager DDP vs one process on every rank's samples: 6 SGD
-/// steps with momentum. Eager and compiled DDP compute the same ops in the
-/// same order but for fusion's reduction order (bias gradients), so they
-/// agree within 1e-6; both match single-process training within 1e-5.
+/// steps with momentum (compareCompiledDdp). Eager and compiled DDP compute
+/// the same ops in the same order but for fusion's reduction order (bias
+/// gradients), so they agree within 1e-6; both match single-process
+/// training within 1e-5.
 void expectCompiledMatchesEager(int ranks) {
-  constexpr int64_t kPerRank = 4;
   auto groups = makeFrontendGroups(ranks);
   expectNoErrors(runRanks(ranks, [&](int r) {
-    const kiln::dist::ProcessGroup& g = groups[static_cast<size_t>(r)];
-    nn::Sequential eagerModel = makeDdpMlp(), compiledModel = makeDdpMlp(), ref = makeDdpMlp();
-    nn::DistributedDataParallel eager(eagerModel, smallBuckets(g));
-    nn::DistributedDataParallel compiled(compiledModel, smallBuckets(g));
-    ASSERT_EQ(compiled->bucketAssignment().size(), 3u);
-    optim::SGD eagerOpt(eager->parameters(), {.lr = 0.2, .momentum = 0.9});
-    optim::SGD compiledOpt(compiled->parameters(), {.lr = 0.2, .momentum = 0.9});
-    optim::SGD refOpt(ref->parameters(), {.lr = 0.2, .momentum = 0.9});
-    auto step = kiln::compile([&](const Tensor& x, const Tensor& y) {
-      compiledOpt.zeroGrad();
-      Tensor loss = mseLoss(compiled(x), y);
-      loss.backward();
-      compiledOpt.step();
-      return loss;
-    });
-    for (int it = 0; it < 6; ++it) {
-      const auto [x, y] = ddpSamples(r * kPerRank, kPerRank, it);
-      const auto [xAll, yAll] = ddpSamples(0, ranks * kPerRank, it);
-      eagerOpt.zeroGrad();
-      const Tensor eagerLoss = mseLoss(eager(x), y);
-      eagerLoss.backward();
-      eagerOpt.step();
-      const Tensor compiledLoss = step(x, y);
-      refOpt.zeroGrad();
-      mseLoss(ref(xAll), yAll).backward();
-      refOpt.step();
-      EXPECT_LE(maxDiff(compiledLoss, eagerLoss), 1e-6) << "rank " << r << " step " << it;
-      const std::vector<Tensor> e = eager->parameters(), c = compiled->parameters(), s = ref->parameters();
-      for (size_t k = 0; k < e.size(); ++k) {
-        EXPECT_LE(maxDiff(c[k], e[k]), 1e-6) << "rank " << r << " step " << it << " parameter " << k;
-        EXPECT_LE(maxDiff(c[k], s[k]), 1e-5) << "rank " << r << " step " << it << " parameter " << k;
-        EXPECT_LE(maxDiff(c[k].grad(), e[k].grad()), 1e-6) << "rank " << r << " step " << it << " .grad " << k;
-      }
-    }
-    EXPECT_EQ(step.numCompiles(), 2) << "the first step makes the momentum buffers (a guard), then one program";
+    const DdpComparison c = compareCompiledDdp(groups[static_cast<size_t>(r)], r, ranks);
+    EXPECT_EQ(c.buckets, 3u);
+    EXPECT_LE(c.lossVsEager, 1e-6) << "rank " << r;
+    EXPECT_LE(c.paramsVsEager, 1e-6) << "rank " << r;
+    EXPECT_LE(c.gradsVsEager, 1e-6) << "rank " << r;
+    EXPECT_LE(c.paramsVsOneProcess, 1e-5) << "rank " << r;
+    EXPECT_EQ(c.compiles, 2) << "the first step makes the momentum buffers (a guard), then one program";
     // One all_reduce per bucket, each started before the backward pass ends
     // but the last: bucket 0's overlaps the backward of two layers.
-    const std::vector<int> overlaps = step.lastCollectiveOverlaps();
-    ASSERT_EQ(overlaps.size(), 3u) << step.lastGraph();
-    EXPECT_GE(overlaps[0], 3) << "bucket 0's all-reduce runs while the rest of backward computes";
-    EXPECT_GE(overlaps[1], 1);
+    ASSERT_EQ(c.overlaps.size(), 3u);
+    EXPECT_GE(c.overlaps[0], 3) << "bucket 0's all-reduce runs while the rest of backward computes";
+    EXPECT_GE(c.overlaps[1], 1);
   }));
 }
 
@@ -222,7 +183,7 @@ TEST(CompiledDDP, NoSyncIsAGuardAndAccumulatesLocally) {
       }
     const std::vector<Tensor> mine = ddp->parameters(), want = ref->parameters();
     for (size_t k = 0; k < mine.size(); ++k)
-      EXPECT_LE(maxDiff(mine[k].grad(), want[k].grad()), 1e-6) << "rank " << r << " parameter " << k;
+      EXPECT_LE(maxAbsDiff(mine[k].grad(), want[k].grad()), 1e-6) << "rank " << r << " parameter " << k;
   }));
 }
 
@@ -247,13 +208,7 @@ TEST(CompiledDDP, ADeadPeerFailsTheCompiledStepWithinTheTimeout) {
     nn::Sequential model = makeDdpMlp();
     nn::DistributedDataParallel ddp(model, smallBuckets(g));
     optim::SGD opt(ddp->parameters(), {.lr = 0.1});
-    auto step = kiln::compile([&](const Tensor& x, const Tensor& y) {
-      opt.zeroGrad();
-      Tensor loss = mseLoss(ddp(x), y);
-      loss.backward();
-      opt.step();
-      return loss;
-    });
+    auto step = compileSgdStep(ddp, opt);
     const auto [x, y] = ddpSamples(r * 4, 4, 0);
     step(x, y);
     step(x, y);

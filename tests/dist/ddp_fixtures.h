@@ -54,4 +54,64 @@ inline double maxAbsDiff(const Tensor& a, const Tensor& b) {
   return d;
 }
 
+/// One SGD step of `ddp` (zeroGrad, mseLoss forward through it, backward,
+/// step) under kiln::compile; returns the loss.
+inline auto compileSgdStep(nn::DistributedDataParallel& ddp, optim::SGD& opt) {
+  return kiln::compile([&ddp, &opt](const Tensor& x, const Tensor& y) {
+    opt.zeroGrad();
+    Tensor loss = mseLoss(ddp(x), y);
+    loss.backward();
+    opt.step();
+    return loss;
+  });
+}
+
+/// What compareCompiledDdp measured: the largest differences over every
+/// step of the compiled DDP step against eager DDP (loss, parameters, .grad)
+/// and against one process on every rank's samples (parameters).
+struct DdpComparison {
+  double lossVsEager = 0, paramsVsEager = 0, gradsVsEager = 0, paramsVsOneProcess = 0;
+  int compiles = 0;
+  std::vector<int> overlaps;  ///< of the compiled program's collectives
+  size_t buckets = 0;
+};
+
+/// `steps` SGD steps with momentum on rank `rank` of `world` (4 samples a
+/// rank): eager DDP, the same step compiled, and one process on all the
+/// ranks' samples, from the same weights.
+inline DdpComparison compareCompiledDdp(const kiln::dist::ProcessGroup& g, int rank, int world, int steps = 6) {
+  constexpr int64_t kPerRank = 4;
+  nn::Sequential eagerModel = makeDdpMlp(), compiledModel = makeDdpMlp(), ref = makeDdpMlp();
+  nn::DistributedDataParallel eager(eagerModel, smallBuckets(g));
+  nn::DistributedDataParallel compiled(compiledModel, smallBuckets(g));
+  optim::SGD eagerOpt(eager->parameters(), {.lr = 0.2, .momentum = 0.9});
+  optim::SGD compiledOpt(compiled->parameters(), {.lr = 0.2, .momentum = 0.9});
+  optim::SGD refOpt(ref->parameters(), {.lr = 0.2, .momentum = 0.9});
+  auto step = compileSgdStep(compiled, compiledOpt);
+  DdpComparison out;
+  out.buckets = compiled->bucketAssignment().size();
+  for (int it = 0; it < steps; ++it) {
+    const auto [x, y] = ddpSamples(rank * kPerRank, kPerRank, it);
+    const auto [xAll, yAll] = ddpSamples(0, world * kPerRank, it);
+    eagerOpt.zeroGrad();
+    const Tensor eagerLoss = mseLoss(eager(x), y);
+    eagerLoss.backward();
+    eagerOpt.step();
+    const Tensor compiledLoss = step(x, y);
+    refOpt.zeroGrad();
+    mseLoss(ref(xAll), yAll).backward();
+    refOpt.step();
+    out.lossVsEager = std::max(out.lossVsEager, maxAbsDiff(compiledLoss, eagerLoss));
+    const std::vector<Tensor> e = eager->parameters(), c = compiled->parameters(), o = ref->parameters();
+    for (size_t k = 0; k < e.size(); ++k) {
+      out.paramsVsEager = std::max(out.paramsVsEager, maxAbsDiff(c[k], e[k]));
+      out.gradsVsEager = std::max(out.gradsVsEager, maxAbsDiff(c[k].grad(), e[k].grad()));
+      out.paramsVsOneProcess = std::max(out.paramsVsOneProcess, maxAbsDiff(c[k], o[k]));
+    }
+  }
+  out.compiles = step.numCompiles();
+  out.overlaps = step.lastCollectiveOverlaps();
+  return out;
+}
+
 }  // namespace kiln::testing::dist

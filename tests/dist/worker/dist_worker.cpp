@@ -19,6 +19,7 @@
 // Exits 0 when its part went as expected, 1 saying why otherwise.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -80,50 +81,21 @@ int die(int rank, int world) {
   return 1;
 }
 
+using kiln::testing::dist::compareCompiledDdp;
+using kiln::testing::dist::compileSgdStep;
 using kiln::testing::dist::ddpSamples;
 using kiln::testing::dist::makeDdpMlp;
-using kiln::testing::dist::maxAbsDiff;
 using kiln::testing::dist::smallBuckets;
 
 int ddp(int rank, int world) {
-  constexpr int64_t kPerRank = 4;
-  const dist::ProcessGroup g = dist::defaultGroup();
-  nn::Sequential eagerModel = makeDdpMlp(), compiledModel = makeDdpMlp(), ref = makeDdpMlp();
-  nn::DistributedDataParallel eager(eagerModel, smallBuckets(g));
-  nn::DistributedDataParallel compiled(compiledModel, smallBuckets(g));
-  optim::SGD eagerOpt(eager->parameters(), {.lr = 0.2, .momentum = 0.9});
-  optim::SGD compiledOpt(compiled->parameters(), {.lr = 0.2, .momentum = 0.9});
-  optim::SGD refOpt(ref->parameters(), {.lr = 0.2, .momentum = 0.9});
-  auto step = kiln::compile([&](const Tensor& x, const Tensor& y) {
-    compiledOpt.zeroGrad();
-    Tensor loss = mseLoss(compiled(x), y);
-    loss.backward();
-    compiledOpt.step();
-    return loss;
-  });
-  double vsEager = 0, vsOne = 0;
-  for (int it = 0; it < 6; ++it) {
-    const auto [x, y] = ddpSamples(rank * kPerRank, kPerRank, it);
-    const auto [xAll, yAll] = ddpSamples(0, world * kPerRank, it);
-    eagerOpt.zeroGrad();
-    mseLoss(eager(x), y).backward();
-    eagerOpt.step();
-    step(x, y);
-    refOpt.zeroGrad();
-    mseLoss(ref(xAll), yAll).backward();
-    refOpt.step();
-    const std::vector<Tensor> e = eager->parameters(), c = compiled->parameters(), o = ref->parameters();
-    for (size_t k = 0; k < e.size(); ++k) {
-      vsEager = std::max(vsEager, maxAbsDiff(c[k], e[k]));
-      vsOne = std::max(vsOne, maxAbsDiff(c[k], o[k]));
-    }
-  }
-  const std::vector<int> overlaps = step.lastCollectiveOverlaps();
-  std::printf("compiled vs eager %.3g, vs one process %.3g, buckets %zu, bucket 0 overlaps %d steps\n", vsEager, vsOne,
-              overlaps.size(), overlaps.empty() ? 0 : overlaps[0]);
-  int failures = check(vsEager <= 1e-6, "compiled DDP within 1e-6 of eager DDP");
-  failures += check(vsOne <= 1e-5, "compiled DDP within 1e-5 of one process");
-  failures += check(overlaps.size() == 3 && overlaps[0] >= 3, "three buckets, the first overlapping backward");
+  const kiln::testing::dist::DdpComparison c = compareCompiledDdp(dist::defaultGroup(), rank, world);
+  std::printf("compiled vs eager %.3g, vs one process %.3g, buckets %zu, bucket 0 overlaps %d steps\n",
+              std::max({c.lossVsEager, c.paramsVsEager, c.gradsVsEager}), c.paramsVsOneProcess, c.overlaps.size(),
+              c.overlaps.empty() ? 0 : c.overlaps[0]);
+  int failures = check(std::max({c.lossVsEager, c.paramsVsEager, c.gradsVsEager}) <= 1e-6,
+                       "compiled DDP within 1e-6 of eager DDP");
+  failures += check(c.paramsVsOneProcess <= 1e-5, "compiled DDP within 1e-5 of one process");
+  failures += check(c.overlaps.size() == 3 && c.overlaps[0] >= 3, "three buckets, the first overlapping backward");
   if (failures == 0) std::printf("ddp ok\n");
   dist::destroyProcessGroup();
   return failures ? 1 : 0;
@@ -134,13 +106,7 @@ int ddpDie(int rank, int world) {
   nn::Sequential model = makeDdpMlp();
   nn::DistributedDataParallel ddp(model, smallBuckets(g));
   optim::SGD opt(ddp->parameters(), {.lr = 0.1});
-  auto step = kiln::compile([&](const Tensor& x, const Tensor& y) {
-    opt.zeroGrad();
-    Tensor loss = mseLoss(ddp(x), y);
-    loss.backward();
-    opt.step();
-    return loss;
-  });
+  auto step = compileSgdStep(ddp, opt);
   const auto [x, y] = ddpSamples(rank * 4, 4, 0);
   step(x, y);
   step(x, y);
