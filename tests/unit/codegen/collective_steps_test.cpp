@@ -18,9 +18,13 @@
 #include "runtime/buffer.h"
 #include "runtime/dist_process_group.h"
 #include "runtime/error.h"
+#include "tests/common/host_buffers.h"
 
 namespace kiln::codegen {
 namespace {
+
+using ::kiln::testing::hostFloats;
+using ::kiln::testing::readFloats;
 
 using runtime::CollectiveStep;
 
@@ -35,18 +39,6 @@ runtime::Executable compile(const std::string& text, std::span<const Donation> d
   std::unique_ptr<ir::Graph> g = ir::parseGraph(fmt::format(fmt::runtime(text), oneRankGroup()), "collective_steps");
   passes::PassManager("canonicalize,cse,dce,fuse-reductions,fuse-elementwise").run(*g);
   return compileGraph(*g, Device::cpu(), {}, donations);
-}
-
-std::shared_ptr<runtime::Buffer> floats(const std::vector<float>& v) {
-  auto buf = runtime::allocateBuffer(Device::cpu(), v.size() * sizeof(float));
-  std::memcpy(buf->hostData(), v.data(), v.size() * sizeof(float));
-  return buf;
-}
-
-std::vector<float> valuesOf(const std::shared_ptr<runtime::Buffer>& b, size_t n) {
-  std::vector<float> v(n);
-  std::memcpy(v.data(), b->hostData(), n * sizeof(float));
-  return v;
 }
 
 /// The kinds of the steps, one letter each: k kernel, l library call, c
@@ -77,8 +69,8 @@ graph @g(%x: f32[4]@cpu) -> (f32[4]@cpu) {{
   EXPECT_EQ(runtime::stepSlots(exe.steps[1]), std::vector<int>{runtime::stepSlots(exe.steps[0]).back()})
       << "the all-reduce runs in the slot the kernel wrote";
   EXPECT_EQ(exe.collectiveOverlaps(), std::vector<int>{0});
-  auto out = exe.run({floats({1, 2, 3, 4})});
-  EXPECT_EQ(valuesOf(out.at(0), 4), (std::vector<float>{3, 5, 7, 9}));
+  auto out = exe.run({hostFloats({1, 2, 3, 4})});
+  EXPECT_EQ(readFloats(out.at(0), 4), (std::vector<float>{3, 5, 7, 9}));
 }
 
 TEST(CollectiveSteps, ACopyWhenTheOperandIsReadElsewhereOrIsAnInput) {
@@ -92,8 +84,8 @@ graph @g(%x: f32[4]@cpu) -> (f32[4]@cpu) {{
 }}
 )");
   EXPECT_EQ(shape(twice), "kcswk");
-  auto out = twice.run({floats({1, 2, 3, 4})});
-  EXPECT_EQ(valuesOf(out.at(0), 4), (std::vector<float>{4, 8, 12, 16}));
+  auto out = twice.run({hostFloats({1, 2, 3, 4})});
+  EXPECT_EQ(readFloats(out.at(0), 4), (std::vector<float>{4, 8, 12, 16}));
   runtime::Executable input = compile(R"(
 graph @g(%x: f32[4]@cpu) -> (f32[4]@cpu) {{
   %0 = all_reduce(%x) {{group = {0}, op = "avg"}} : f32[4]@cpu
@@ -101,10 +93,10 @@ graph @g(%x: f32[4]@cpu) -> (f32[4]@cpu) {{
 }}
 )");
   EXPECT_EQ(shape(input), "csw");
-  auto x = floats({1, 2, 3, 4});
+  auto x = hostFloats({1, 2, 3, 4});
   auto result = input.run({x});
   EXPECT_NE(result.at(0), x) << "the caller's input is never written";
-  EXPECT_EQ(valuesOf(result.at(0), 4), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(readFloats(result.at(0), 4), (std::vector<float>{1, 2, 3, 4}));
 }
 
 // A matmul between the collective and its reader overlaps it, wherever the
@@ -146,10 +138,10 @@ graph @g(%p: f32[4]@cpu, %g: f32[4]@cpu, %y: f32[8,8]@cpu) -> (f32[4]@cpu, f32[4
                                     donate);
   ASSERT_EQ(exe.outputSlots[0], exe.inputSlots[0]) << "the update is donated";
   EXPECT_EQ(shape(exe), "kslwkk") << "wait, then the in-place update, then the reader";
-  auto p = floats({1, 2, 3, 4});
-  auto out = exe.run({p, floats({1, 1, 1, 1}), floats(std::vector<float>(64, 0.0f))});
-  EXPECT_EQ(valuesOf(p, 4), (std::vector<float>{-1, 0, 1, 2}));
-  EXPECT_EQ(valuesOf(out.at(1), 4), (std::vector<float>{4, 4, 4, 4}));
+  auto p = hostFloats({1, 2, 3, 4});
+  auto out = exe.run({p, hostFloats({1, 1, 1, 1}), hostFloats(std::vector<float>(64, 0.0f))});
+  EXPECT_EQ(readFloats(p, 4), (std::vector<float>{-1, 0, 1, 2}));
+  EXPECT_EQ(readFloats(out.at(1), 4), (std::vector<float>{4, 4, 4, 4}));
 }
 
 }  // namespace

@@ -13,23 +13,16 @@
 #include "common/graph_builders.h"
 #include "passes/passes.h"
 #include "runtime/buffer.h"
+#include "tests/common/host_buffers.h"
 
 namespace {
+
+using ::kiln::testing::hostFloats;
+using ::kiln::testing::readFloats;
 
 using namespace kiln;
 using namespace kiln::testutil;
 using ir::Op;
-
-std::shared_ptr<runtime::Buffer> floats(std::vector<float> v) {
-  auto b = runtime::allocateBuffer(Device::cpu(), v.size() * sizeof(float));
-  std::memcpy(b->hostData(), v.data(), v.size() * sizeof(float));
-  return b;
-}
-
-std::vector<float> read(const std::shared_ptr<runtime::Buffer>& b, size_t n, size_t from = 0) {
-  const auto* p = static_cast<const float*>(b->hostData()) + from;
-  return {p, p + n};
-}
 
 /// A fused graph of one `op` over inputs of the given shapes.
 std::unique_ptr<ir::Graph> fusedGraph(std::vector<ir::Shape> shapes, Op op, ir::Attributes attrs) {
@@ -49,8 +42,8 @@ TEST(CopySteps, ACatAlongTheOutermostDimIsOneCopyPerInputAtItsOffset) {
   ASSERT_NE(second, nullptr) << "a contiguous piece is a copy, not a kernel";
   EXPECT_EQ(second->bytes, 3 * sizeof(float));
   EXPECT_EQ(second->offsets, (std::vector<int64_t>{0, 6 * sizeof(float)})) << "written after the first 2 rows";
-  auto out = exe.run({floats({1, 2, 3, 4, 5, 6}), floats({7, 8, 9})});
-  EXPECT_EQ(read(out[0], 9), (std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  auto out = exe.run({hostFloats({1, 2, 3, 4, 5, 6}), hostFloats({7, 8, 9})});
+  EXPECT_EQ(readFloats(out[0], 9), (std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8, 9}));
 }
 
 TEST(CopySteps, ACatAlongAnInnerDimStaysKernels) {
@@ -58,8 +51,8 @@ TEST(CopySteps, ACatAlongAnInnerDimStaysKernels) {
   runtime::Executable exe = codegen::compileGraph(*g, Device::cpu());
   ASSERT_EQ(exe.steps.size(), 2u);
   for (const runtime::Step& s : exe.steps) EXPECT_TRUE(std::holds_alternative<runtime::KernelStep>(s));
-  auto out = exe.run({floats({1, 2, 3, 4, 5, 6}), floats({7, 8})});
-  EXPECT_EQ(read(out[0], 8), (std::vector<float>{1, 2, 3, 7, 4, 5, 6, 8}));
+  auto out = exe.run({hostFloats({1, 2, 3, 4, 5, 6}), hostFloats({7, 8})});
+  EXPECT_EQ(readFloats(out[0], 8), (std::vector<float>{1, 2, 3, 7, 4, 5, 6, 8}));
 }
 
 TEST(CopySteps, ReorderingBroadcastingAndConvertingCopiesAreKernels) {
@@ -85,16 +78,16 @@ TEST(CopySteps, AContiguousInputCopiedIsACopyStep) {
   runtime::Executable exe = codegen::compileGraph(*g, Device::cpu());
   ASSERT_EQ(exe.steps.size(), 1u);
   ASSERT_TRUE(std::holds_alternative<runtime::CopyStep>(exe.steps[0]));
-  auto in = floats({1, 2, 3, 4, 5});
+  auto in = hostFloats({1, 2, 3, 4, 5});
   auto out = exe.run({in});
   EXPECT_NE(out[0], in) << "a copy, into a buffer of its own";
-  EXPECT_EQ(read(out[0], 5), (std::vector<float>{1, 2, 3, 4, 5}));
+  EXPECT_EQ(readFloats(out[0], 5), (std::vector<float>{1, 2, 3, 4, 5}));
   // Read through strides, the same graph copies with a kernel.
   const std::vector<ir::Strides> strided = {{2}};
   runtime::Executable gather = codegen::compileGraph(*g, Device::cpu(), strided);
   EXPECT_TRUE(std::holds_alternative<runtime::KernelStep>(gather.steps[0]));
-  auto every2nd = gather.run({floats({1, 0, 2, 0, 3, 0, 4, 0, 5})});
-  EXPECT_EQ(read(every2nd[0], 5), (std::vector<float>{1, 2, 3, 4, 5}));
+  auto every2nd = gather.run({hostFloats({1, 0, 2, 0, 3, 0, 4, 0, 5})});
+  EXPECT_EQ(readFloats(every2nd[0], 5), (std::vector<float>{1, 2, 3, 4, 5}));
 }
 
 TEST(OutputStrides, AResultIsWrittenThroughTheCallersStridesIntoItsBuffer) {
@@ -102,10 +95,10 @@ TEST(OutputStrides, AResultIsWrittenThroughTheCallersStridesIntoItsBuffer) {
   auto g = fusedGraph({{2, 3}}, Op::relu, {});
   const std::vector<ir::Strides> out = {{1, 2}};
   runtime::Executable exe = codegen::compileGraph(*g, Device::cpu(), {}, {}, out);
-  auto dst = floats(std::vector<float>(7, -9));
-  auto results = exe.run({floats({1, -2, 3, -4, 5, -6})}, {}, {dst}, {sizeof(float)});
+  auto dst = hostFloats(std::vector<float>(7, -9));
+  auto results = exe.run({hostFloats({1, -2, 3, -4, 5, -6})}, {}, {dst}, {sizeof(float)});
   EXPECT_EQ(results[0], dst);
-  EXPECT_EQ(read(dst, 7), (std::vector<float>{-9, 1, 0, 0, 5, 3, 0}));
+  EXPECT_EQ(readFloats(dst, 7), (std::vector<float>{-9, 1, 0, 0, 5, 3, 0}));
 }
 
 }  // namespace

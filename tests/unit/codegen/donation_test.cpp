@@ -11,26 +11,18 @@
 #include "passes/passes.h"
 #include "runtime/buffer.h"
 #include "runtime/error.h"
+#include "tests/common/host_buffers.h"
 
 namespace kiln::codegen {
 namespace {
+
+using ::kiln::testing::hostFloats;
+using ::kiln::testing::readFloats;
 
 std::unique_ptr<ir::Graph> fusedGraph(const std::string& text) {
   std::unique_ptr<ir::Graph> g = ir::parseGraph(text, "donation_test");
   passes::PassManager("canonicalize,cse,dce,fuse-reductions,fuse-elementwise").run(*g);
   return g;
-}
-
-std::shared_ptr<runtime::Buffer> floats(const std::vector<float>& v) {
-  auto buf = runtime::allocateBuffer(Device::cpu(), v.size() * sizeof(float));
-  std::memcpy(buf->hostData(), v.data(), v.size() * sizeof(float));
-  return buf;
-}
-
-std::vector<float> valuesOf(const std::shared_ptr<runtime::Buffer>& b, size_t n) {
-  std::vector<float> v(n);
-  std::memcpy(v.data(), b->hostData(), n * sizeof(float));
-  return v;
 }
 
 /// Whether output `o` of `exe` is computed into input `i`'s slot.
@@ -53,18 +45,18 @@ TEST(Donation, AnElementwiseUpdateIsComputedIntoItsInput) {
   const std::vector<Donation> donate{{0, 0}};
   runtime::Executable exe = compileGraph(*g, Device::cpu(), {}, donate);
   ASSERT_TRUE(inPlace(exe, 0, 0));
-  auto p = floats({1, 2, 3, 4, 5, 6});
-  auto grad = floats({2, 2, 2, -2, -2, -2});
+  auto p = hostFloats({1, 2, 3, 4, 5, 6});
+  auto grad = hostFloats({2, 2, 2, -2, -2, -2});
   auto out = exe.run({p, grad});
   EXPECT_EQ(out.at(0), p);  // the input's buffer, written
-  EXPECT_EQ(valuesOf(p, 6), (std::vector<float>{0, 1, 2, 5, 6, 7}));
+  EXPECT_EQ(readFloats(p, 6), (std::vector<float>{0, 1, 2, 5, 6, 7}));
   // Without the donation: a buffer of its own, the same values, p untouched.
   runtime::Executable plain = compileGraph(*g, Device::cpu());
   EXPECT_FALSE(inPlace(plain, 0, 0));
-  auto q = floats({1, 2, 3, 4, 5, 6});
+  auto q = hostFloats({1, 2, 3, 4, 5, 6});
   auto out2 = plain.run({q, grad});
-  EXPECT_EQ(valuesOf(out2.at(0), 6), (std::vector<float>{0, 1, 2, 5, 6, 7}));
-  EXPECT_EQ(valuesOf(q, 6), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(readFloats(out2.at(0), 6), (std::vector<float>{0, 1, 2, 5, 6, 7}));
+  EXPECT_EQ(readFloats(q, 6), (std::vector<float>{1, 2, 3, 4, 5, 6}));
 }
 
 TEST(Donation, AnInputReadAfterTheUpdateKeepsItsBuffer) {
@@ -81,10 +73,10 @@ graph @later(%p: f32[2,3]@cpu, %g: f32[2,3]@cpu) -> (f32[2,3]@cpu, f32[2]@cpu) {
   runtime::Executable exe = compileGraph(*g, Device::cpu(), {}, donate);
   // Which runs first is the graph's order; if the sum came after the
   // update, the donation must have been refused.
-  auto p = floats({1, 2, 3, 4, 5, 6});
-  auto out = exe.run({p, floats({1, 1, 1, 1, 1, 1})});
-  EXPECT_EQ(valuesOf(out.at(0), 6), (std::vector<float>{0, 1, 2, 3, 4, 5}));
-  EXPECT_EQ(valuesOf(out.at(1), 2), (std::vector<float>{6, 15}));
+  auto p = hostFloats({1, 2, 3, 4, 5, 6});
+  auto out = exe.run({p, hostFloats({1, 1, 1, 1, 1, 1})});
+  EXPECT_EQ(readFloats(out.at(0), 6), (std::vector<float>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(readFloats(out.at(1), 2), (std::vector<float>{6, 15}));
 }
 
 TEST(Donation, ReadsThroughAnotherLayoutOrAReductionAreRefused) {
@@ -100,9 +92,9 @@ graph @t(%p: f32[3,3]@cpu) -> (f32[3,3]@cpu) {
   const std::vector<Donation> donate{{0, 0}};
   runtime::Executable exe = compileGraph(*transposed, Device::cpu(), {}, donate);
   EXPECT_FALSE(inPlace(exe, 0, 0));
-  auto p = floats({0, 1, 2, 3, 4, 5, 6, 7, 8});
+  auto p = hostFloats({0, 1, 2, 3, 4, 5, 6, 7, 8});
   auto out = exe.run({p});
-  EXPECT_EQ(valuesOf(out.at(0), 9), (std::vector<float>{0, 4, 8, 4, 8, 12, 8, 12, 16}));
+  EXPECT_EQ(readFloats(out.at(0), 9), (std::vector<float>{0, 4, 8, 4, 8, 12, 8, 12, 16}));
   // A result of a reduction kernel is not donated (rows are read whole).
   auto reduced = fusedGraph(R"(
 graph @r(%p: f32[4]@cpu, %x: f32[4,8]@cpu) -> (f32[4]@cpu) {
@@ -131,9 +123,9 @@ graph @ret(%p: f32[6]@cpu, %g: f32[6]@cpu) -> (f32[6]@cpu, f32[6]@cpu) {
 )");
   runtime::Executable exe = compileGraph(*returned, Device::cpu(), {}, first);
   EXPECT_FALSE(inPlace(exe, 0, 0));
-  auto p = floats({1, 2, 3, 4, 5, 6});
-  auto out = exe.run({p, floats({1, 1, 1, 1, 1, 1})});
-  EXPECT_EQ(valuesOf(out.at(1), 6), (std::vector<float>{1, 2, 3, 4, 5, 6}));  // p as it was
+  auto p = hostFloats({1, 2, 3, 4, 5, 6});
+  auto out = exe.run({p, hostFloats({1, 1, 1, 1, 1, 1})});
+  EXPECT_EQ(readFloats(out.at(1), 6), (std::vector<float>{1, 2, 3, 4, 5, 6}));  // p as it was
 }
 
 TEST(Donation, NoDonationInAGraphThatChecksItsData) {
@@ -163,18 +155,18 @@ graph @gather(%p: f32[6]@cpu, %t: f32[5,6]@cpu, %i: i64[2]@cpu, %g: f32[6]@cpu) 
   const std::vector<Donation> donate{{0, 0}};
   runtime::Executable exe = compileGraph(*g, Device::cpu(), {}, donate);
   ASSERT_TRUE(inPlace(exe, 0, 0));
-  auto p = floats({1, 2, 3, 4, 5, 6});
-  auto t = floats(std::vector<float>(30, 1.0f));
+  auto p = hostFloats({1, 2, 3, 4, 5, 6});
+  auto t = hostFloats(std::vector<float>(30, 1.0f));
   auto index = runtime::allocateBuffer(Device::cpu(), 2 * sizeof(int64_t));
   const int64_t bad[2] = {1, 7};
   std::memcpy(index->hostData(), bad, sizeof bad);
-  auto grad = floats({2, 2, 2, 2, 2, 2});
+  auto grad = hostFloats({2, 2, 2, 2, 2, 2});
   EXPECT_THROW(exe.run({p, t, index, grad}), kiln::Error);
-  EXPECT_EQ(valuesOf(p, 6), (std::vector<float>{1, 2, 3, 4, 5, 6})) << "a failed call leaves p as it was";
+  EXPECT_EQ(readFloats(p, 6), (std::vector<float>{1, 2, 3, 4, 5, 6})) << "a failed call leaves p as it was";
   const int64_t good[2] = {1, 4};
   std::memcpy(index->hostData(), good, sizeof good);
   exe.run({p, t, index, grad});
-  EXPECT_EQ(valuesOf(p, 6), (std::vector<float>{-1, 0, 1, 2, 3, 4}));
+  EXPECT_EQ(readFloats(p, 6), (std::vector<float>{-1, 0, 1, 2, 3, 4}));
 }
 
 }  // namespace
