@@ -127,7 +127,13 @@ TEST(MultiProcess, APeerKilledMidStepFailsTheOthersCompiledStepInTime) {
     const std::string& out = outcomes[r].output;
     EXPECT_EQ(outcomes[r].code, 0) << out;
     EXPECT_NE(out.find("all_reduce: sequence"), std::string::npos) << out;
-    EXPECT_NE(out.find("rank 2 closed its connection (it exited or crashed)"), std::string::npos) << out;
+    // Killed with data in flight, its socket may be reset rather than
+    // closed; Gloo's message then gives an address that names no rank, and
+    // the survivors name the rank that posted nothing (Note [Naming the
+    // failed rank]). Either way rank 2 is named.
+    EXPECT_TRUE(out.find("rank 2 closed its connection (it exited or crashed)") != std::string::npos ||
+                out.find("no word from rank 2 (stuck, dead, or not calling all_reduce)") != std::string::npos)
+        << out;
     const size_t at = out.find("error after ");
     ASSERT_NE(at, std::string::npos) << out;
     EXPECT_LT(std::stod(out.substr(at + 12)), 3.0) << "within the timeout + 1 s: " << out;
