@@ -6,6 +6,7 @@
 //   irdump --example softmax --passes=fuse-reductions --emit=opencl
 //   irdump FILE.kir --verify-diagnostics
 //   irdump --example mlp --passes=fuse-elementwise --emit=memory-plan
+//   irdump --example ddp_train_step --passes=dce,fuse-elementwise --emit=memory-plan
 //
 // Input is a .kir file ('-' or nothing: standard input) cut into chunks at
 // `// -----` lines, each parsed, verified and processed on its own, or a
@@ -80,7 +81,8 @@ void printHelp() {
                "                            its LLVM IR before or after O3, its CUDA C or OpenCL C (each\n"
                "                            with the launch shape it expects), or the program\n"
                "                            compileGraph makes, with its memory plan (which intermediates\n"
-               "                            share a buffer; the graph must be fused)\n"
+               "                            share a buffer; the graph must be fused) and the schedule of its\n"
+               "                            collectives (each all-reduce's start and wait, and the steps between)\n"
                "  --dot                     print the graph as Graphviz, fusion nodes as clusters\n"
                "  --dot-png FILE            render that drawing to FILE with Graphviz `dot`\n"
                "  --remarks                 print why each pair of ops was fused or not\n"
