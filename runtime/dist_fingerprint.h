@@ -19,14 +19,15 @@ namespace kiln::runtime::dist {
 struct Fingerprint {
   static constexpr uint32_t kMagic = 0x6b6c6e66;  // "kfnl"
   static constexpr int kMaxDims = 6;
-  /// flags: the sender has this call's Gloo algorithm cached (the call
-  /// reuses cached algorithms only when every rank has them).
-  static constexpr uint32_t kCached = 1;
 
   uint32_t magic = kMagic;
   uint8_t kind = 0, dtype = 0, op = 0, ndim = 0;
   int32_t root = -1, peer = -1, tag = 0;
-  uint32_t flags = 0;
+  /// Gloo: the build of the cached algorithm this rank would reuse for the
+  /// call (the low 32 bits of the sequence number of the call that built
+  /// it), 0 for none; the call reuses cached algorithms only when every rank
+  /// names the same build (Note [Cached Gloo algorithms]).
+  uint32_t cachedBuild = 0;
   uint64_t sequence = 0;
   int64_t numel = 0;
   int64_t dims[kMaxDims] = {};

@@ -34,9 +34,10 @@ class GlooOps {
           std::chrono::milliseconds timeout);
   ~GlooOps();
 
-  /// Whether run() of `call` over these host pointers can reuse cached
-  /// algorithms (what this rank says in its fingerprint's kCached flag).
-  bool cached(const Call& call, const std::vector<void*>& in, const std::vector<void*>& out) const;
+  /// The build of the cached algorithms run() of `call` over these host
+  /// pointers would reuse, 0 for none (what this rank says in its
+  /// fingerprint's cachedBuild).
+  uint32_t cachedBuild(const Call& call, const std::vector<void*>& in) const;
   /// Every rank's fingerprint, in rank order (Note [Collective fingerprints]).
   std::vector<Fingerprint> exchange(const Fingerprint& mine);
   /// Runs `call` on host memory: `in` and `out` hold the host address of
@@ -53,6 +54,7 @@ class GlooOps {
     std::unique_ptr<::gloo::Algorithm> algorithm;
     std::vector<uint8_t> staging;  ///< all_gather's output, reduce_scatter's packed input
     uint64_t age = 0;
+    uint32_t build = 0;  ///< the low 32 bits of the sequence number of the call that built it
   };
   /// The key of `call`, or nothing when it is not cached (too large, split
   /// in pieces, or a kind that is not).

@@ -12,10 +12,17 @@
 // (DIST_NOTES). kiln keeps the instances of small one-piece calls (at most
 // kCacheBytes per rank, kMaxEntries of them), keyed by kind, dtype, reduce
 // op, root, count and the host addresses they work on. Addresses differ
-// between ranks, so a rank alone cannot know whether its peers hit too: each
-// says so in its fingerprint (Fingerprint::kCached), and a call reuses the
-// cached instances only when every rank has them; otherwise every rank
-// builds new ones, in the same order. Without fingerprints
+// between ranks, so a rank alone cannot know whether its peers hit too, nor
+// whether their hits are the same instances: every rank builds anew
+// together, so an instance is named by the call that built it (its
+// sequence number, the same on every rank). Each rank names the build it
+// would reuse in its fingerprint (Fingerprint::cachedBuild), and a call
+// reuses cached instances only when every rank names the same build;
+// otherwise every rank builds new ones, in the same order. (Hits of
+// different builds happen: rank 0 alternates two buffers while rank 1 keeps
+// one, so rank 1's entry is rebuilt at the miss while rank 0 keeps its first
+// one; reusing both ran two instances of different slots against each
+// other, a hang until the timeout, which kiln-bench-dist found.) Without fingerprints
 // (KILN_DIST_DEBUG=off) nothing is cached. The option-based API
 // (gloo::alltoall) is used only for all_to_all, which has no class.
 #include <gloo/allgather_ring.h>
@@ -229,9 +236,11 @@ std::optional<GlooOps::Key> GlooOps::keyOf(const Call& call, const std::vector<v
              std::move(where)};
 }
 
-bool GlooOps::cached(const Call& call, const std::vector<void*>& in, const std::vector<void*>&) const {
+uint32_t GlooOps::cachedBuild(const Call& call, const std::vector<void*>& in) const {
   const auto key = keyOf(call, in);
-  return key && cache_.count(*key);
+  if (!key) return 0;
+  const auto it = cache_.find(*key);
+  return it == cache_.end() ? 0 : it->second.build;
 }
 
 void GlooOps::build(Entry& entry, const Call& call, void* data, int64_t count) {
@@ -291,6 +300,7 @@ GlooOps::Entry& GlooOps::entryFor(const Call& call, const std::vector<void*>& in
   Entry& entry = cache_[*key];
   entry = Entry{};
   entry.age = ++clock_;
+  entry.build = static_cast<uint32_t>(call.sequence);  // 0 after a wrap: never reused
   return entry;
 }
 

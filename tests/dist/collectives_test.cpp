@@ -232,6 +232,26 @@ TEST(CollectiveCache, OneRankWithoutTheCachedAlgorithmMakesEveryRankBuildAnew) {
   }));
 }
 
+TEST(CollectiveCache, HitsOfDifferentBuildsBuildAnew) {
+  // Rank 0 alternates buffers a, b, a while rank 1 keeps one: in round 1
+  // rank 0 misses, so both build (rank 1 replacing its entry); in round 2
+  // both hit, rank 0 the build of round 0 and rank 1 that of round 1.
+  // Reusing both would run instances of different slots against each other
+  // (a hang until the timeout); the fingerprints' builds differ, so every
+  // rank builds anew.
+  constexpr int n = 2;
+  auto groups = makeGroups(n, testOptions(std::chrono::milliseconds(5000)));
+  expectNoErrors(runRanks(n, [&](int r) {
+    rd::BufferRef a = cpuBuffer(DType::f32, 5), b = cpuBuffer(DType::f32, 5);
+    for (int round = 0; round < 5; ++round) {
+      rd::BufferRef& x = r == 0 && round % 2 == 1 ? b : a;
+      for (int64_t i = 0; i < 5; ++i) setValue(x, i, r + round + i);
+      groups[static_cast<size_t>(r)]->allReduce(x)->wait();
+      for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(getValue(x, i), 1 + 2 * (round + i)) << "round " << round;
+    }
+  }));
+}
+
 TEST(CollectiveCache, WithoutFingerprintsEveryCallBuildsItsAlgorithm) {
   rd::ProcessGroupOptions options = testOptions();
   options.debug = rd::DebugLevel::off;
