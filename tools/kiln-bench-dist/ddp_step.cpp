@@ -47,7 +47,7 @@ nlohmann::json ddpStep(const Options& options, const Rank& me) {
   const tools::MlpSizes s = mlpSizes(options.mlp);
   kiln::dist::Options po;
   po.hostname = "127.0.0.1";
-  po.timeout = std::chrono::seconds(options.timeoutS);
+  po.timeout = std::chrono::seconds(options.callTimeoutS);
   kiln::dist::ProcessGroup group = kiln::dist::ProcessGroup::create(
       "gloo", std::make_shared<runtime::dist::PrefixStore>("bench/ddp", me.store), me.rank, me.size, po);
 

@@ -69,6 +69,7 @@ struct GlooLoop::Impl {
   std::string algorithmName;
   float* data = nullptr;
   int64_t count = 0;
+  uint32_t tag = 0;  ///< gloo::allreduce: a tag per call, so that no call can take a message of the next
 };
 
 GlooLoop::GlooLoop(std::shared_ptr<runtime::dist::Store> store, int rank, int size, std::chrono::milliseconds timeout)
@@ -111,6 +112,7 @@ void GlooLoop::runAllreduce() {
   ::gloo::AllreduceOptions opts(impl_->context);
   opts.setOutput(impl_->data, static_cast<size_t>(impl_->count));
   opts.setAlgorithm(::gloo::AllreduceOptions::Algorithm::RING);
+  opts.setTag(++impl_->tag);
   opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&::gloo::sum<float>));
   ::gloo::allreduce(opts);
 }

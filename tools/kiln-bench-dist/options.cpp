@@ -11,7 +11,7 @@ namespace kiln::bench::dist {
 std::string usage() {
   return "usage: kiln-bench-dist [--nprocs LIST] [--ddp-nprocs LIST] [--min-bytes SIZE] [--max-bytes SIZE]\n"
          "                       [--iters N] [--warmup N] [--ddp-steps N] [--mlp small|full] [--no-torch]\n"
-         "                       [--timeout S] [--json FILE] [--help]\n"
+         "                       [--timeout S] [--call-timeout S] [--json FILE] [--help]\n"
          "\n"
          "Starts its own ranks on 127.0.0.1 (a TCP store it serves, Gloo over loopback) and measures:\n"
          "all-reduce bus bandwidth of kiln's gloo process group (KILN_DIST_DEBUG on and off) against\n"
@@ -31,6 +31,7 @@ std::string usage() {
          "                     full: 784-1024-1024-10, batch 256 (mlp_train_step)\n"
          "  --no-torch         do not look for PyTorch\n"
          "  --timeout S        stop a job of ranks that runs longer (default 1800)\n"
+         "  --call-timeout S   the timeout of each collective and of the rendezvous (default 120)\n"
          "  --json FILE        also write the results to FILE as a JSON array, one object per row\n"
          "  --help             print this help and exit\n"
          "\n"
@@ -82,6 +83,7 @@ Options parseOptions(const std::vector<std::string>& args) {
   bool noTorch = false;
   app.add_flag("--no-torch", noTorch);
   app.add_option("--timeout", o.timeoutS)->check(CLI::PositiveNumber);
+  app.add_option("--call-timeout", o.callTimeoutS)->check(CLI::PositiveNumber);
   CLI::Option* jsonOpt = app.add_option("--json", json);
   app.add_option("--dist-worker", o.workerMode)->check(CLI::IsMember({"allreduce", "ddp"}))->group("");
   app.add_option("--result", o.resultPath)->group("");
@@ -141,7 +143,9 @@ std::vector<std::string> workerCommand(const Options& o, const std::string& self
                                "--mlp",
                                o.mlp,
                                "--timeout",
-                               std::to_string(o.timeoutS)};
+                               std::to_string(o.timeoutS),
+                               "--call-timeout",
+                               std::to_string(o.callTimeoutS)};
   if (o.iters > 0) {
     cmd.push_back("--iters");
     cmd.push_back(std::to_string(o.iters));

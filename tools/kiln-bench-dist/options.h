@@ -21,6 +21,7 @@ struct Options {
   std::string mlp = "small";              ///< --mlp: small (mlp_train_step_small's sizes) or full
   bool torch = true;                      ///< --no-torch turns torch.distributed off
   int timeoutS = 1800;                    ///< --timeout: bound of each job of ranks, seconds
+  int callTimeoutS = 120;                 ///< --call-timeout: each collective's and the rendezvous's, seconds
   std::optional<std::string> jsonPath;    ///< --json
   bool help = false;
 

@@ -78,7 +78,7 @@ nlohmann::json runTorch(const Options& options, int nprocs, const std::string& w
                  "--sizes",   sizeList,
                  "--iters",   iterList,
                  "--warmup",  std::to_string(options.warmup),
-                 "--timeout", std::to_string(options.timeoutS)};
+                 "--timeout", std::to_string(options.callTimeoutS)};
   job.nprocs = nprocs;
   job.serveStore = false;
   job.timeout = std::chrono::seconds(options.timeoutS);

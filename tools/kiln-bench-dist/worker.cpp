@@ -13,7 +13,7 @@ namespace kiln::bench::dist {
 
 int runWorker(const Options& options) {
   const runtime::dist::RendezvousInfo info = runtime::dist::readEnvironment();
-  const std::chrono::milliseconds timeout = std::chrono::seconds(options.timeoutS);
+  const std::chrono::milliseconds timeout = std::chrono::seconds(options.callTimeoutS);
   Rank me{runtime::dist::rendezvous(info, "env://", timeout), info.rank, info.worldSize};
   nlohmann::json rows = options.workerMode == "ddp" ? ddpStep(options, me) : allReduceSweep(options, me);
   if (me.rank != 0) return 0;
