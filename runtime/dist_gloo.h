@@ -54,6 +54,7 @@ class GlooOps {
     std::unique_ptr<::gloo::Algorithm> algorithm;
     std::vector<uint8_t> staging;  ///< all_gather's output, reduce_scatter's packed input
     uint64_t age = 0;
+    bool large = false;  ///< above kCacheBytes (an all_reduce)
     uint32_t build = 0;  ///< the low 32 bits of the sequence number of the call that built it
   };
   /// The key of `call`, or nothing when it is not cached (too large, split

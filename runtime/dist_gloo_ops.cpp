@@ -11,7 +11,13 @@
 // building one per call costs about a quarter of a small call's latency
 // (DIST_NOTES). kiln keeps the instances of small one-piece calls (at most
 // kCacheBytes per rank, kMaxEntries of them), keyed by kind, dtype, reduce
-// op, root, count and the host addresses they work on. Addresses differ
+// op, root, count and the host addresses they work on; and of one-piece
+// all-reduces above that size, the last kMaxLargeEntries of them: building
+// an AllreduceRingChunked per call (two inboxes of the call's size malloc'd
+// and freed, its buffers registered with the pairs) made a 64 MiB
+// all-reduce 1.5x slower than Gloo's own loop on the same instance
+// (kiln-bench-dist). A cached large instance keeps those inboxes, of which
+// Gloo writes one chunk (bytes / (2 size)) each. Addresses differ
 // between ranks, so a rank alone cannot know whether its peers hit too, nor
 // whether their hits are the same instances: every rank builds anew
 // together, so an instance is named by the call that built it (its
@@ -35,6 +41,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <climits>
 #include <cstdlib>
@@ -51,6 +58,9 @@ namespace {
 
 constexpr size_t kCacheBytes = 1 << 20;
 constexpr size_t kMaxEntries = 32;
+/// all_reduce calls above kCacheBytes are cached too, at most this many
+/// (Note [Cached Gloo algorithms]).
+constexpr size_t kMaxLargeEntries = 2;
 /// Above this many bytes per rank, all_reduce uses the chunked ring.
 constexpr size_t kHalvingDoublingBytes = 1 << 20;
 
@@ -225,7 +235,8 @@ std::optional<GlooOps::Key> GlooOps::keyOf(const Call& call, const std::vector<v
                           call.kind == OpKind::allGather || call.kind == OpKind::reduceScatter;
   if (!cachedKind) return std::nullopt;
   const BufferRef& s = subjectOf(call);
-  if (s.numel == 0 || s.bytes() > kCacheBytes || s.numel > pieceElements(call)) return std::nullopt;
+  if (s.numel == 0 || s.numel > pieceElements(call)) return std::nullopt;
+  if (s.bytes() > kCacheBytes && call.kind != OpKind::allReduce) return std::nullopt;
   // reduce_scatter works on its own staging: the inputs' addresses do not matter.
   std::vector<void*> where = call.kind == OpKind::reduceScatter ? std::vector<void*>{} : in;
   return Key{static_cast<int>(call.kind),
@@ -291,14 +302,23 @@ GlooOps::Entry& GlooOps::entryFor(const Call& call, const std::vector<void*>& in
     return it->second;
   }
   if (!key || !mayCache) return scratch;
-  if (cache_.size() >= kMaxEntries && !cache_.count(*key)) {
-    auto oldest = cache_.begin();
+  const bool large = subjectOf(call).bytes() > kCacheBytes;
+  // Evicts the least recently used entry (of the large ones only, when `onlyLarge`).
+  auto evict = [&](bool onlyLarge) {
+    auto oldest = cache_.end();
     for (auto it = cache_.begin(); it != cache_.end(); ++it)
-      if (it->second.age < oldest->second.age) oldest = it;
-    cache_.erase(oldest);
+      if ((!onlyLarge || it->second.large) && (oldest == cache_.end() || it->second.age < oldest->second.age))
+        oldest = it;
+    if (oldest != cache_.end()) cache_.erase(oldest);
+  };
+  if (!cache_.count(*key)) {
+    const auto largeEntries = std::count_if(cache_.begin(), cache_.end(), [](const auto& e) { return e.second.large; });
+    if (large && static_cast<size_t>(largeEntries) >= kMaxLargeEntries) evict(true);
+    if (cache_.size() >= kMaxEntries) evict(false);
   }
   Entry& entry = cache_[*key];
   entry = Entry{};
+  entry.large = large;
   entry.age = ++clock_;
   entry.build = static_cast<uint32_t>(call.sequence);  // 0 after a wrap: never reused
   return entry;

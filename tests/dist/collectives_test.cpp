@@ -252,6 +252,26 @@ TEST(CollectiveCache, HitsOfDifferentBuildsBuildAnew) {
   }));
 }
 
+TEST(CollectiveCache, LargeAllReducesReuseAndEvictTheirInstances) {
+  // All-reduces above 1 MiB are cached too, the last two: three buffers in
+  // turn evict each other, one reused twice in a row hits; every result
+  // must come through.
+  constexpr int n = 2;
+  constexpr int64_t count = (int64_t{1} << 18) + 7;  // 1 MiB + 28 bytes of f32
+  auto groups = makeGroups(n);
+  expectNoErrors(runRanks(n, [&](int r) {
+    std::vector<rd::BufferRef> xs{cpuBuffer(DType::f32, count), cpuBuffer(DType::f32, count),
+                                  cpuBuffer(DType::f32, count)};
+    for (int round = 0; round < 8; ++round) {
+      rd::BufferRef& x = xs[static_cast<size_t>(round < 4 ? round % 3 : 2)];
+      for (int64_t i : {int64_t{0}, count / 2, count - 1}) setValue(x, i, r + round + i % 5);
+      groups[static_cast<size_t>(r)]->allReduce(x)->wait();
+      for (int64_t i : {int64_t{0}, count / 2, count - 1})
+        EXPECT_EQ(getValue(x, i), 1 + 2 * (round + i % 5)) << "round " << round << " element " << i;
+    }
+  }));
+}
+
 TEST(CollectiveCache, WithoutFingerprintsEveryCallBuildsItsAlgorithm) {
   rd::ProcessGroupOptions options = testOptions();
   options.debug = rd::DebugLevel::off;

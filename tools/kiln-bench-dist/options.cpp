@@ -20,7 +20,7 @@ std::string usage() {
          "SGD, and at 2 or more processes its compute and its communication measured alone.\n"
          "See docs/benchmarks.md, \"Several processes\".\n"
          "\n"
-         "  --nprocs LIST      all-reduce at these process counts (default 2,4)\n"
+         "  --nprocs LIST      all-reduce at these process counts (default 2,4; 0 for none)\n"
          "  --ddp-nprocs LIST  DDP at these process counts (default 1,2,4; 0 for none)\n"
          "  --min-bytes SIZE   first all-reduce size, f32 (default 1KiB)\n"
          "  --max-bytes SIZE   last all-reduce size; sizes go up by 4x (default 256MiB)\n"
@@ -96,7 +96,7 @@ Options parseOptions(const std::vector<std::string>& args) {
     throw UsageError(e.what());
   }
   o.torch = !noTorch;
-  o.nprocs = parseCounts("--nprocs", nprocs, false);
+  o.nprocs = parseCounts("--nprocs", nprocs, true);
   o.ddpNprocs = parseCounts("--ddp-nprocs", ddpNprocs, true);
   if (jsonOpt->count()) {
     if (json.empty()) throw UsageError("--json expects a file name");
