@@ -85,6 +85,9 @@ class GlooOps {
   std::unique_ptr<::gloo::Algorithm> fpGather_[2], barrier_;
   uint64_t exchanges_ = 0;
   std::map<Key, Entry> cache_;
+  /// KILN_DIST_DEBUG=off: all-reduces on staging (Note [Staged all-reduces
+  /// without fingerprints]), by dtype, reduce op and count.
+  std::map<std::tuple<int, int, int64_t>, Entry> staged_;
   uint64_t clock_ = 0;
 };
 

@@ -272,7 +272,9 @@ TEST(CollectiveCache, LargeAllReducesReuseAndEvictTheirInstances) {
   }));
 }
 
-TEST(CollectiveCache, WithoutFingerprintsEveryCallBuildsItsAlgorithm) {
+TEST(CollectiveCache, WithoutFingerprintsCallsStayCorrect) {
+  // KILN_DIST_DEBUG=off: all-reduces run on the group's staging (Note
+  // [Staged all-reduces without fingerprints]), broadcasts build anew.
   rd::ProcessGroupOptions options = testOptions();
   options.debug = rd::DebugLevel::off;
   constexpr int n = 3;
