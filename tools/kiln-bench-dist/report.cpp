@@ -87,9 +87,12 @@ void printTables(std::ostream& os, const nlohmann::json& rows, const std::string
       "busbw = bytes / time * 2(n-1)/n in GB/s; ratios are kiln's busbw over the other's\n",
       machine);
   if (!torch.available()) os << fmt::format("torch: not compared: {}\n", torch.error);
-  os << "\n| procs | size | kiln ms | kiln busbw | debug off ms | debug off busbw | gloo ms | gloo busbw | "
-        "gloo::allreduce busbw | torch busbw | kiln/gloo | debug off/gloo | kiln/torch |\n"
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  bool allReduce = false;
+  for (const auto& r : rows) allReduce = allReduce || is(r, "all_reduce");
+  if (allReduce)
+    os << "\n| procs | size | kiln ms | kiln busbw | debug off ms | debug off busbw | gloo ms | gloo busbw | "
+          "gloo::allreduce busbw | torch busbw | kiln/gloo | debug off/gloo | kiln/torch |\n"
+          "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& r : rows) {
     if (!is(r, "all_reduce")) continue;
     os << fmt::format(
