@@ -86,7 +86,10 @@ void printTables(std::ostream& os, const nlohmann::json& rows, const std::string
       "kiln-bench-dist: {}; f32 all-reduce (sum); medians of the slowest rank's time per call;\n"
       "busbw = bytes / time * 2(n-1)/n in GB/s; ratios are kiln's busbw over the other's\n",
       machine);
-  if (!torch.available()) os << fmt::format("torch: not compared: {}\n", torch.error);
+  if (!torch.available())
+    os << fmt::format("torch: not compared: {}\n", torch.error);
+  else
+    os << fmt::format("torch: {} (torch.distributed, gloo, in processes of its own after kiln's)\n", torch.version);
   bool allReduce = false;
   for (const auto& r : rows) allReduce = allReduce || is(r, "all_reduce");
   if (allReduce)
