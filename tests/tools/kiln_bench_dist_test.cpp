@@ -4,12 +4,16 @@
 // bandwidths for kiln (signature check on and off) and Gloo's own loop that
 // agree with the times, ratios that are those bandwidths' quotients, the
 // torch columns or the reason they are missing, and the DDP rows; its table
-// must state the overlap verdict. A bad command line exits 2. Every run is
-// bounded by timeout(1).
+// must state the overlap verdict. A bad command line exits 2. SIGTERM in the
+// middle of a run stops it, naming the signal, with no rank left behind.
+// Every run is bounded.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -18,6 +22,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -132,6 +137,59 @@ TEST_F(KilnBenchDist, BadCommandLineExitsTwo) {
   const Outcome n = runBench("--nprocs 2,x", dir_);
   EXPECT_EQ(n.status, 2);
   EXPECT_NE(n.err.find("--nprocs: '2,x' is not a list of process counts"), std::string::npos) << n.err;
+}
+
+/// Whether a process whose command line mentions `text` is running.
+bool anyProcessMentions(const std::string& text) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = slurp(entry.path() / "cmdline");
+    for (char& c : cmdline)
+      if (c == '\0') c = ' ';
+    if (cmdline.find(text) != std::string::npos && cmdline.find("--dist-worker") != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST_F(KilnBenchDist, SigtermStopsTheRunAndItsRanks) {
+  // Large sizes, so that the ranks are still measuring when the signal
+  // comes; TMPDIR makes the ranks' --result paths name this test's directory.
+  const std::string out = (dir_ / "out").string(), err = (dir_ / "err").string(), tmp = dir_.string();
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::setenv("TMPDIR", tmp.c_str(), 1);
+    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(o, 1);
+    ::dup2(e, 2);
+    ::execl(KILN_BENCH_DIST_BIN, KILN_BENCH_DIST_BIN, "--nprocs", "2", "--ddp-nprocs", "0", "--min-bytes", "64MiB",
+            "--max-bytes", "256MiB", "--iters", "50", "--no-torch", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Until the ranks run (at most 20 s), then SIGTERM.
+  const auto start = std::chrono::steady_clock::now();
+  while (!anyProcessMentions(tmp) && std::chrono::steady_clock::now() - start < std::chrono::seconds(20))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(anyProcessMentions(tmp)) << "the ranks never started: " << slurp(err);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  const auto sent = std::chrono::steady_clock::now();
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() - sent > std::chrono::seconds(15)) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      FAIL() << "kiln-bench-dist still ran 15 s after SIGTERM";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  EXPECT_NE(slurp(err).find("all-reduce at 2 processes: stopped by signal 15 (SIGTERM)"), std::string::npos)
+      << slurp(err);
+  EXPECT_FALSE(anyProcessMentions(tmp)) << "a rank outlived kiln-bench-dist";
 }
 
 }  // namespace
