@@ -6,13 +6,13 @@
 // data that never comes: Gloo's algorithms use different slots, so both
 // hang until the timeout and then report a read timeout that says nothing
 // of the cause (PyTorch does this unless TORCH_DISTRIBUTED_DEBUG=DETAIL).
-// kiln instead has every rank exchange a 104-byte fingerprint of its call
+// kiln instead has every rank exchange a 96-byte fingerprint of its call
 // before running it: sequence number, op, dtype, reduce op, root, element
 // count, up to 6 dimensions, and a 64-bit FNV-1a hash of the full signature
 // (every buffer's shape, so that all_gather's output lists are covered).
-// Gloo exchanges it with one ring all-gather of 104 bytes per rank on the
+// Gloo exchanges it with one ring all-gather of 96 bytes per rank on the
 // group's own context (runtime/dist_gloo.cpp): size - 1 rounds of one
-// 104-byte message and one notification per rank. Measured on loopback
+// 96-byte message and one notification per rank. Measured on loopback
 // (docs/distributed.md, "Signature checks"): a 4 KiB all-reduce at 2 ranks
 // takes 0.26 ms without it and 0.30-0.34 ms with it, which is why it is on
 // by default. Every rank sees

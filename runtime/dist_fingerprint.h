@@ -23,17 +23,17 @@ struct Fingerprint {
   uint32_t magic = kMagic;
   uint8_t kind = 0, dtype = 0, op = 0, ndim = 0;
   int32_t root = -1, peer = -1, tag = 0;
-  uint32_t flags = 0;  ///< reserved, 0
+  /// Gloo: the build of the cached algorithm this rank would reuse for the
+  /// call (the low 32 bits of the sequence number of the call that built
+  /// it), 0 for none; the call reuses cached algorithms only when every rank
+  /// names the same build (Note [Cached Gloo algorithms]).
+  uint32_t cachedBuild = 0;
   uint64_t sequence = 0;
   int64_t numel = 0;
   int64_t dims[kMaxDims] = {};
   uint64_t hash = 0;  ///< of Call::signature()
-  /// The sequence number of the call that built the Gloo algorithm this
-  /// rank has cached for this call, 0 for none (Note [Cached Gloo
-  /// algorithms]: reused only when every rank's is the same).
-  uint64_t cachedAt = 0;
 };
-static_assert(sizeof(Fingerprint) == 104, "the fingerprint's wire size is part of the protocol");
+static_assert(sizeof(Fingerprint) == 96, "the fingerprint's wire size is part of the protocol");
 
 /// The fingerprint of `call` (its sequence number included).
 Fingerprint fingerprintOf(const Call& call);

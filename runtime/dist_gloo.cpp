@@ -428,12 +428,12 @@ std::string GlooProcessGroup::runCollective(Task& task) {
       if (!mismatch.empty()) return mismatch;
     }
     Fingerprint fp = fingerprintOf(call);
-    fp.cachedAt = ops_->cachedAt(call, staging.in);
+    fp.cachedBuild = ops_->cachedBuild(call, staging.in);
     const std::vector<Fingerprint> all = ops_->exchange(fp);
     if (std::string mismatch = findMismatch(call, all); !mismatch.empty()) return mismatch;
-    // Note [Cached Gloo algorithms]: instances built by one call on every rank.
-    useCache = fp.cachedAt != 0 &&
-               std::all_of(all.begin(), all.end(), [&](const Fingerprint& f) { return f.cachedAt == fp.cachedAt; });
+    useCache = fp.cachedBuild != 0 && std::all_of(all.begin(), all.end(), [&](const Fingerprint& f) {
+                 return f.cachedBuild == fp.cachedBuild;
+               });
     if (debugLevel() == DebugLevel::detail) store()->deleteKey(signatureKey(call.sequence, rank()));
   }
   ops_->run(call, staging.in, staging.out, useCache, check);

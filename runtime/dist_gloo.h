@@ -34,10 +34,10 @@ class GlooOps {
           std::chrono::milliseconds timeout);
   ~GlooOps();
 
-  /// The sequence number of the call that built the algorithm cached for
-  /// `call` over these host pointers, 0 when none is (what this rank says in
-  /// its fingerprint's cachedAt).
-  uint64_t cachedAt(const Call& call, const std::vector<void*>& in) const;
+  /// The build of the cached algorithms run() of `call` over these host
+  /// pointers would reuse, 0 for none (what this rank says in its
+  /// fingerprint's cachedBuild).
+  uint32_t cachedBuild(const Call& call, const std::vector<void*>& in) const;
   /// Every rank's fingerprint, in rank order (Note [Collective fingerprints]).
   std::vector<Fingerprint> exchange(const Fingerprint& mine);
   /// Runs `call` on host memory: `in` and `out` hold the host address of
@@ -54,7 +54,8 @@ class GlooOps {
     std::unique_ptr<::gloo::Algorithm> algorithm;
     std::vector<uint8_t> staging;  ///< all_gather's output, reduce_scatter's packed input
     uint64_t age = 0;
-    uint64_t builtAt = 0;  ///< the sequence number of the call that built it
+    bool large = false;  ///< above kCacheBytes (an all_reduce)
+    uint32_t build = 0;  ///< the low 32 bits of the sequence number of the call that built it
   };
   /// The key of `call`, or nothing when it is not cached (too large, split
   /// in pieces, or a kind that is not).
@@ -84,6 +85,9 @@ class GlooOps {
   std::unique_ptr<::gloo::Algorithm> fpGather_[2], barrier_;
   uint64_t exchanges_ = 0;
   std::map<Key, Entry> cache_;
+  /// KILN_DIST_DEBUG=off: all-reduces on staging (Note [Staged all-reduces
+  /// without fingerprints]), by dtype, reduce op and count.
+  std::map<std::tuple<int, int, int64_t>, Entry> staged_;
   uint64_t clock_ = 0;
 };
 

@@ -11,18 +11,37 @@
 // building one per call costs about a quarter of a small call's latency
 // (DIST_NOTES). kiln keeps the instances of small one-piece calls (at most
 // kCacheBytes per rank, kMaxEntries of them), keyed by kind, dtype, reduce
-// op, root, count and the host addresses they work on. Addresses differ
-// between ranks, so a rank alone cannot know whether its peers hit too: each
-// says in its fingerprint which call built the instance it has
-// (Fingerprint::cachedAt), and a call reuses the cached instances only when
-// every rank has one built by the same call. Having one is not enough: an
-// instance keeps the slots of the call that built it, and two ranks whose
-// addresses hit instances built at different calls would run on different
-// slots and wait for each other until the timeout (rank 0 reusing the
-// instance of its buffer a, built at call 1, while rank 1 reuses that of
-// its buffer b, built at call 2). Otherwise every rank builds new ones, in
-// the same order. Without fingerprints
-// (KILN_DIST_DEBUG=off) nothing is cached. The option-based API
+// op, root, count and the host addresses they work on; and of one-piece
+// all-reduces above that size, the last kMaxLargeEntries of them: building
+// an AllreduceRingChunked per call (two inboxes of the call's size malloc'd
+// and freed, its buffers registered with the pairs) made a 64 MiB
+// all-reduce 1.5x slower than Gloo's own loop on the same instance
+// (kiln-bench-dist). A cached large instance keeps those inboxes, of which
+// Gloo writes one chunk (bytes / (2 size)) each. Addresses differ
+// between ranks, so a rank alone cannot know whether its peers hit too, nor
+// whether their hits are the same instances: every rank builds anew
+// together, so an instance is named by the call that built it (its
+// sequence number, the same on every rank). Each rank names the build it
+// would reuse in its fingerprint (Fingerprint::cachedBuild), and a call
+// reuses cached instances only when every rank names the same build;
+// otherwise every rank builds new ones, in the same order. (Hits of
+// different builds happen: rank 0 alternates two buffers while rank 1 keeps
+// one, so rank 1's entry is rebuilt at the miss while rank 0 keeps its first
+// one; reusing both ran two instances of different slots against each
+// other, a hang until the timeout, which kiln-bench-dist found.) Without fingerprints
+// (KILN_DIST_DEBUG=off) nothing is cached this way; see the next note.
+//
+// Note [Staged all-reduces without fingerprints]
+// With KILN_DIST_DEBUG=off no rank knows what the others hold, and building
+// an algorithm per call made a 1 KiB all-reduce 2-5 ms where a cached one
+// takes 0.1-0.3 ms (kiln-bench-dist: Gloo's first messages can arrive
+// before the peer has registered the new buffers). So small all-reduces
+// (up to kCacheBytes) run on a staging buffer of the group's own, keyed by
+// dtype, reduce op and count only: copy in, run, copy out. Nothing rank-
+// local is in the key, so ranks that make the same calls (which off mode
+// requires anyway) build and drop the same instances at the same calls;
+// ranks that do not wait for each other until the timeout, as they would
+// without the cache. The cache is cleared when it holds kMaxEntries. The option-based API
 // (gloo::alltoall) is used only for all_to_all, which has no class.
 #include <gloo/allgather_ring.h>
 #include <gloo/allreduce_halving_doubling.h>
@@ -34,6 +53,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <climits>
 #include <cstdlib>
@@ -50,6 +70,9 @@ namespace {
 
 constexpr size_t kCacheBytes = 1 << 20;
 constexpr size_t kMaxEntries = 32;
+/// all_reduce calls above kCacheBytes are cached too, at most this many
+/// (Note [Cached Gloo algorithms]).
+constexpr size_t kMaxLargeEntries = 2;
 /// Above this many bytes per rank, all_reduce uses the chunked ring.
 constexpr size_t kHalvingDoublingBytes = 1 << 20;
 
@@ -224,7 +247,8 @@ std::optional<GlooOps::Key> GlooOps::keyOf(const Call& call, const std::vector<v
                           call.kind == OpKind::allGather || call.kind == OpKind::reduceScatter;
   if (!cachedKind) return std::nullopt;
   const BufferRef& s = subjectOf(call);
-  if (s.numel == 0 || s.bytes() > kCacheBytes || s.numel > pieceElements(call)) return std::nullopt;
+  if (s.numel == 0 || s.numel > pieceElements(call)) return std::nullopt;
+  if (s.bytes() > kCacheBytes && call.kind != OpKind::allReduce) return std::nullopt;
   // reduce_scatter works on its own staging: the inputs' addresses do not matter.
   std::vector<void*> where = call.kind == OpKind::reduceScatter ? std::vector<void*>{} : in;
   return Key{static_cast<int>(call.kind),
@@ -235,11 +259,11 @@ std::optional<GlooOps::Key> GlooOps::keyOf(const Call& call, const std::vector<v
              std::move(where)};
 }
 
-uint64_t GlooOps::cachedAt(const Call& call, const std::vector<void*>& in) const {
+uint32_t GlooOps::cachedBuild(const Call& call, const std::vector<void*>& in) const {
   const auto key = keyOf(call, in);
   if (!key) return 0;
   const auto it = cache_.find(*key);
-  return it == cache_.end() ? 0 : it->second.builtAt;
+  return it == cache_.end() ? 0 : it->second.build;
 }
 
 void GlooOps::build(Entry& entry, const Call& call, void* data, int64_t count) {
@@ -290,16 +314,25 @@ GlooOps::Entry& GlooOps::entryFor(const Call& call, const std::vector<void*>& in
     return it->second;
   }
   if (!key || !mayCache) return scratch;
-  if (cache_.size() >= kMaxEntries && !cache_.count(*key)) {
-    auto oldest = cache_.begin();
+  const bool large = subjectOf(call).bytes() > kCacheBytes;
+  // Evicts the least recently used entry (of the large ones only, when `onlyLarge`).
+  auto evict = [&](bool onlyLarge) {
+    auto oldest = cache_.end();
     for (auto it = cache_.begin(); it != cache_.end(); ++it)
-      if (it->second.age < oldest->second.age) oldest = it;
-    cache_.erase(oldest);
+      if ((!onlyLarge || it->second.large) && (oldest == cache_.end() || it->second.age < oldest->second.age))
+        oldest = it;
+    if (oldest != cache_.end()) cache_.erase(oldest);
+  };
+  if (!cache_.count(*key)) {
+    const auto largeEntries = std::count_if(cache_.begin(), cache_.end(), [](const auto& e) { return e.second.large; });
+    if (large && static_cast<size_t>(largeEntries) >= kMaxLargeEntries) evict(true);
+    if (cache_.size() >= kMaxEntries) evict(false);
   }
   Entry& entry = cache_[*key];
   entry = Entry{};
+  entry.large = large;
   entry.age = ++clock_;
-  entry.builtAt = call.sequence;
+  entry.build = static_cast<uint32_t>(call.sequence);  // 0 after a wrap: never reused
   return entry;
 }
 
@@ -332,6 +365,21 @@ void GlooOps::allReduce(const Call& call, void* data, bool useCache, bool mayCac
   const BufferRef& s = call.inputs[0];
   const int64_t piece = pieceElements(call);
   const size_t item = static_cast<size_t>(itemSize(s.dtype));
+  if (!mayCache && s.numel > 0 && s.bytes() <= kCacheBytes && s.numel <= piece) {
+    // KILN_DIST_DEBUG=off: Note [Staged all-reduces without fingerprints].
+    const auto key = std::make_tuple(static_cast<int>(s.dtype), static_cast<int>(call.op), s.numel);
+    if (!staged_.count(key) && staged_.size() >= kMaxEntries) staged_.clear();
+    Entry& e = staged_[key];
+    if (!e.algorithm) {
+      e.staging.resize(s.bytes());
+      build(e, call, e.staging.data(), s.numel);
+    }
+    std::memcpy(e.staging.data(), data, s.bytes());
+    e.algorithm->run();
+    std::memcpy(data, e.staging.data(), s.bytes());
+    if (call.op == ReduceOp::avg) divideInPlace(data, s.numel, s.dtype, size_);
+    return;
+  }
   for (int64_t at = 0; at < s.numel; at += piece) {
     Entry scratch;
     void* where = static_cast<char*>(data) + static_cast<size_t>(at) * item;

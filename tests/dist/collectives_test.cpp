@@ -232,7 +232,78 @@ TEST(CollectiveCache, OneRankWithoutTheCachedAlgorithmMakesEveryRankBuildAnew) {
   }));
 }
 
-TEST(CollectiveCache, WithoutFingerprintsEveryCallBuildsItsAlgorithm) {
+TEST(CollectiveCache, HitsOfDifferentBuildsBuildAnew) {
+  // Rank 0 alternates buffers a, b, a while rank 1 keeps one: in round 1
+  // rank 0 misses, so both build (rank 1 replacing its entry); in round 2
+  // both hit, rank 0 the build of round 0 and rank 1 that of round 1.
+  // Reusing both would run instances of different slots against each other
+  // (a hang until the timeout); the fingerprints' builds differ, so every
+  // rank builds anew.
+  constexpr int n = 2;
+  auto groups = makeGroups(n, testOptions(std::chrono::milliseconds(5000)));
+  expectNoErrors(runRanks(n, [&](int r) {
+    rd::BufferRef a = cpuBuffer(DType::f32, 5), b = cpuBuffer(DType::f32, 5);
+    for (int round = 0; round < 5; ++round) {
+      rd::BufferRef& x = r == 0 && round % 2 == 1 ? b : a;
+      for (int64_t i = 0; i < 5; ++i) setValue(x, i, r + round + i);
+      groups[static_cast<size_t>(r)]->allReduce(x)->wait();
+      for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(getValue(x, i), 1 + 2 * (round + i)) << "round " << round;
+    }
+  }));
+}
+
+TEST(CollectiveCache, BuffersUsedAtDifferentCallsBuildAnew) {
+  // Found by examples/train_digits_ddp.cpp (fresh one-element tensors per
+  // call): each rank all-reduces its buffers a and b, then rank 0 a and
+  // rank 1 b, each a hit, of builds of different calls.
+  auto groups = makeGroups(2, testOptions(2s));
+  expectNoErrors(runRanks(2, [&](int r) {
+    rd::ProcessGroup& g = *groups[static_cast<size_t>(r)];
+    rd::BufferRef a = cpuBuffer(DType::f64, 1), b = cpuBuffer(DType::f64, 1);
+    setValue(a, 0, r);
+    setValue(b, 0, r);
+    g.allReduce(a, rd::ReduceOp::max)->wait();  // builds and caches an instance on a's address (slot s1)
+    g.allReduce(b, rd::ReduceOp::max)->wait();  // ... and one on b's (slot s2)
+    // The same call on both ranks (f64[1], max), on a buffer each has used
+    // before: both hit their cache, rank 0 the instance on slot s1, rank 1
+    // the one on s2, so both must build new ones instead.
+    rd::BufferRef& again = r == 0 ? a : b;
+    setValue(again, 0, 10 + r);
+    g.allReduce(again, rd::ReduceOp::max)->wait();
+    EXPECT_EQ(getValue(again, 0), 11.0) << "rank " << r;
+    // And the same buffers on both ranks again: instances of one call, reused.
+    setValue(a, 0, 20 + r);
+    g.allReduce(a, rd::ReduceOp::max)->wait();
+    EXPECT_EQ(getValue(a, 0), 21.0) << "rank " << r;
+    setValue(a, 0, 30 + r);
+    g.allReduce(a, rd::ReduceOp::max)->wait();
+    EXPECT_EQ(getValue(a, 0), 31.0) << "rank " << r;
+  }));
+}
+
+TEST(CollectiveCache, LargeAllReducesReuseAndEvictTheirInstances) {
+  // All-reduces above 1 MiB are cached too, the last two: three buffers in
+  // turn evict each other, one reused twice in a row hits; every result
+  // must come through.
+  constexpr int n = 2;
+  constexpr int64_t count = (int64_t{1} << 18) + 7;  // 1 MiB + 28 bytes of f32
+  auto groups = makeGroups(n);
+  expectNoErrors(runRanks(n, [&](int r) {
+    std::vector<rd::BufferRef> xs{cpuBuffer(DType::f32, count), cpuBuffer(DType::f32, count),
+                                  cpuBuffer(DType::f32, count)};
+    for (int round = 0; round < 8; ++round) {
+      rd::BufferRef& x = xs[static_cast<size_t>(round < 4 ? round % 3 : 2)];
+      for (int64_t i : {int64_t{0}, count / 2, count - 1}) setValue(x, i, r + round + i % 5);
+      groups[static_cast<size_t>(r)]->allReduce(x)->wait();
+      for (int64_t i : {int64_t{0}, count / 2, count - 1})
+        EXPECT_EQ(getValue(x, i), 1 + 2 * (round + i % 5)) << "round " << round << " element " << i;
+    }
+  }));
+}
+
+TEST(CollectiveCache, WithoutFingerprintsCallsStayCorrect) {
+  // KILN_DIST_DEBUG=off: all-reduces run on the group's staging (Note
+  // [Staged all-reduces without fingerprints]), broadcasts build anew.
   rd::ProcessGroupOptions options = testOptions();
   options.debug = rd::DebugLevel::off;
   constexpr int n = 3;
