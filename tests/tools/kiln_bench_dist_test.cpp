@@ -105,20 +105,29 @@ TEST_F(KilnBenchDist, TinySuiteWritesEveryRow) {
     } else if (name == "ddp_step") {
       const int n = row["processes"];
       ddpProcesses.insert(n);
-      EXPECT_TRUE(positive(row, "step_ms")) << row.dump();
+      EXPECT_TRUE(positive(row, "step_ms") && positive(row, "compiled_step_ms")) << row.dump();
+      ASSERT_TRUE(row["compiled_bucket_overlaps"].is_array()) << row.dump();
+      EXPECT_EQ(row["compiled_bucket_overlaps"].size(), row["bucket_bytes"].size())
+          << "one all_reduce in the compiled program per bucket: " << row.dump();
       EXPECT_EQ(row["mlp"], "64-64-64-10, batch 8");
       ASSERT_TRUE(row["bucket_bytes"].is_array() && !row["bucket_bytes"].empty()) << row.dump();
       int64_t total = 0;
       for (const auto& b : row["bucket_bytes"]) total += b.get<int64_t>();
       EXPECT_EQ(total, row["parameters"].get<int64_t>() * 4) << "the buckets hold every f32 parameter";
       if (n == 1) {
-        EXPECT_TRUE(row["compute_ms"].is_null() && row["overlapped"].is_null()) << row.dump();
+        EXPECT_TRUE(row["compute_ms"].is_null() && row["overlapped"].is_null() && row["compiled_overlapped"].is_null())
+            << row.dump();
       } else {
         ASSERT_TRUE(positive(row, "compute_ms") && positive(row, "communication_ms")) << row.dump();
         const double sum = row["compute_ms"].get<double>() + row["communication_ms"].get<double>();
         EXPECT_NEAR(row["compute_plus_communication_ms"].get<double>(), sum, 1e-9);
         ASSERT_TRUE(row["overlapped"].is_boolean());
         EXPECT_EQ(row["overlapped"].get<bool>(), row["step_ms"].get<double>() < sum);
+        ASSERT_TRUE(positive(row, "compiled_compute_ms")) << row.dump();
+        const double compiledSum = row["compiled_compute_ms"].get<double>() + row["communication_ms"].get<double>();
+        EXPECT_NEAR(row["compiled_compute_plus_communication_ms"].get<double>(), compiledSum, 1e-9);
+        ASSERT_TRUE(row["compiled_overlapped"].is_boolean());
+        EXPECT_EQ(row["compiled_overlapped"].get<bool>(), row["compiled_step_ms"].get<double>() < compiledSum);
       }
     } else {
       ADD_FAILURE() << "unexpected row " << row.dump();
@@ -128,6 +137,7 @@ TEST_F(KilnBenchDist, TinySuiteWritesEveryRow) {
   EXPECT_EQ(ddpProcesses, (std::set<int>{1, 2}));
   EXPECT_NE(r.out.find("| 2 | 64 KiB |"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("DDP at 2 processes: step "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("DDP at 2 processes, compiled: step "), std::string::npos) << r.out;
 }
 
 TEST_F(KilnBenchDist, BadCommandLineExitsTwo) {
