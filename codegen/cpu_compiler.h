@@ -12,6 +12,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "codegen/kernel.h"
 #include "runtime/executable.h"
@@ -47,5 +48,19 @@ std::string cpuKernelCacheKey(const Kernel& kernel);
 /// ("+avx2,+fma,-avx512f,..."): what compiled code depends on besides the
 /// kernel itself, so that a disk cache can key on it.
 std::string cpuTargetDescription();
+
+/// What compiled CPU kernels are vectorized for (kiln-bench and kiln-env
+/// print it).
+struct CpuVectorTarget {
+  std::string cpu;     ///< LLVM's name of the host CPU ("znver3", "sapphirerapids")
+  std::string isa;     ///< the widest vector extension enabled (vectorIsaOf)
+  int vectorBits = 0;  ///< the vector width LLVM's vectorizers use for kiln's kernels (their preferred width)
+};
+CpuVectorTarget cpuVectorTarget();
+
+/// The widest vector extension an LLVM feature list ("+avx2", "-avx512f",
+/// ...) enables: "AVX-512", "AVX2", "AVX", "SSE4.2", "SSE2" on x86, "SVE",
+/// "NEON" on Arm, else "none".
+std::string vectorIsaOf(const std::vector<std::string>& features);
 
 }  // namespace kiln::codegen

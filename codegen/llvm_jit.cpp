@@ -21,11 +21,15 @@
 // The TargetMachine uses FPOpFusion::Strict, and the IR carries no fast-math
 // flags, so neither the optimizer nor instruction selection forms an FMA
 // (Note [Eager equals compiled] in ir/scalar_formulas.h).
+#include <llvm/Analysis/TargetTransformInfo.h>
 #include <llvm/Config/llvm-config.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/DataLayout.h>
+#include <llvm/IR/Function.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/Passes/OptimizationLevel.h>
 #include <llvm/Passes/PassBuilder.h>
@@ -45,6 +49,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "codegen/build_id.h"
@@ -259,6 +265,43 @@ CompiledCpuKernel compileCpuKernel(const Kernel& kernel) {
   compiled.fromDiskCache = fromDisk;
   compiled.compileMs = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   return compiled;
+}
+
+std::string vectorIsaOf(const std::vector<std::string>& features) {
+  auto has = [&](std::string_view name) {
+    return std::find(features.begin(), features.end(), "+" + std::string(name)) != features.end();
+  };
+  // Widest first.
+  for (const auto& [feature, isa] : {std::pair<const char*, const char*>{"avx512f", "AVX-512"},
+                                     {"avx2", "AVX2"},
+                                     {"avx", "AVX"},
+                                     {"sse4.2", "SSE4.2"},
+                                     {"sse2", "SSE2"},
+                                     {"sve", "SVE"},
+                                     {"neon", "NEON"}})
+    if (has(feature)) return isa;
+  return "none";
+}
+
+CpuVectorTarget cpuVectorTarget() {
+  llvmcg::Jit& jit = llvmcg::Jit::get();
+  CpuVectorTarget t;
+  t.cpu = jit.cpu;
+  t.isa = vectorIsaOf(jit.features);
+  // The width the loop and SLP vectorizers ask the target for, on a
+  // function like kiln's kernels (no attributes: the machine's CPU and
+  // features): on some AVX-512 CPUs LLVM prefers 256 bits.
+  llvm::LLVMContext context;
+  llvm::Module module("kiln_vector_width_probe", context);
+  module.setDataLayout(*jit.dataLayout);
+  llvm::Function* probe =
+      llvm::Function::Create(llvm::FunctionType::get(llvm::Type::getVoidTy(context), false),
+                             llvm::Function::ExternalLinkage, "kiln_vector_width_probe", module);
+  std::lock_guard lock(jit.mutex);
+  const llvm::TargetTransformInfo tti = jit.machine->getTargetTransformInfo(*probe);
+  t.vectorBits = static_cast<int>(
+      tti.getRegisterBitWidth(llvm::TargetTransformInfo::RGK_FixedWidthVector).getFixedValue());
+  return t;
 }
 
 std::string cpuTargetDescription() {

@@ -1,6 +1,8 @@
 // kiln-bench-dist's output (tools/kiln-bench-dist/report.h).
 #include "tools/kiln-bench-dist/report.h"
 
+#include "tools/common/machine.h"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -42,13 +44,7 @@ std::string sizeText(int64_t b) {
 }  // namespace
 
 std::string machineLine() {
-  std::string cpu;
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("model name", 0) == 0) {
-      cpu = line.substr(line.find(':') + 2);
-      break;
-    }
+  const std::string cpu = tools::cpuModelName();
   return fmt::format("{} cores{}, loopback", std::thread::hardware_concurrency(), cpu.empty() ? "" : " (" + cpu + ")");
 }
 

@@ -20,6 +20,7 @@
 #include "runtime/blas.h"
 #include "runtime/device_interface.h"
 #include "runtime/thread_pool.h"
+#include "tools/common/machine.h"
 #include "tools/kiln-bench/measure.h"
 #include "tools/kiln-bench/options.h"
 #include "tools/kiln-bench/report.h"
@@ -92,7 +93,8 @@ int run(const Options& options) {
   }
 
   Machine machine;
-  machine.cpu = cpuModelName();
+  machine.cpu = kiln::tools::cpuModelName();
+  machine.compiledFor = kiln::tools::compiledForText();
   machine.threads = kiln::runtime::ThreadPool::instance().numThreads();
   machine.blas = fmt::format("{}, threads: {}", kiln::runtime::blasInfo(),
                              kiln::runtime::blasThreading() == kiln::runtime::BlasThreading::pool

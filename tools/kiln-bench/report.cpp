@@ -37,18 +37,6 @@ std::string str(const std::string& s) {
 }
 }  // namespace
 
-std::string cpuModelName() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) != 0) continue;
-    size_t colon = line.find(':');
-    if (colon == std::string::npos) break;
-    size_t start = line.find_first_not_of(" \t", colon + 1);
-    return start == std::string::npos ? "" : line.substr(start);
-  }
-  return "";
-}
 
 namespace {
 // A table cell: "-" where there is no number (no compiled side, no
@@ -130,6 +118,7 @@ void printTable(std::ostream& os, const Machine& machine, const std::vector<Resu
   os << fmt::format("machine: {}{} threads, copy bandwidth (read+write) {}\n",
                     machine.cpu.empty() ? "" : machine.cpu + ", ", machine.threads, copies.empty() ? "n/a" : copies);
   if (!machine.blas.empty()) os << fmt::format("blas: {}\n", machine.blas);
+  if (!machine.compiledFor.empty()) os << fmt::format("compiled for: {}\n", machine.compiledFor);
   if (machine.device != "cpu")
     os << fmt::format("device: {} (the copy bandwidth above is this device's)\n", machine.device);
   const bool torch = machine.torch && machine.torch->unavailable.empty();
@@ -211,6 +200,7 @@ std::string toJson(const Machine& machine, const std::vector<Result>& results) {
     field("matches_eager", r.hasCompiled ? (r.matches ? "true" : "false") : "null");
     field("threads", std::to_string(machine.threads));
     field("cpu", str(machine.cpu));
+    field("compiled_for", str(machine.compiledFor));
     field("device", str(machine.device));
     field("blas", str(machine.blas));
     field("replayed", r.replayMeasured ? (r.replayed ? "true" : "false") : "null");

@@ -15,6 +15,7 @@ namespace kiln::bench {
 /// What the header line says about the machine.
 struct Machine {
   std::string cpu;   ///< model name, "" when unknown
+  std::string compiledFor;  ///< what CPU kernels are vectorized for (tools::compiledForText)
   int threads = 0;   ///< threads of runtime::ThreadPool
   std::string blas;  ///< the BLAS and how matmul threads it
   std::string device = "cpu";  ///< where the workloads ran: "cpu", or the device and its properties
@@ -27,9 +28,6 @@ struct Machine {
   /// The PyTorch side, with --compare-torch.
   std::optional<TorchInfo> torch;
 };
-
-/// The CPU's model name from /proc/cpuinfo, or "".
-std::string cpuModelName();
 
 /// Prints the machine line and one row per result.
 void printTable(std::ostream& os, const Machine& machine, const std::vector<Result>& results);

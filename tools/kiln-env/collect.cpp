@@ -25,6 +25,7 @@
 #include "runtime/device_interface.h"
 #include "runtime/error.h"
 #include "runtime/nvml.h"
+#include "tools/common/machine.h"
 #include "runtime/thread_pool.h"
 
 extern char** environ;
@@ -102,7 +103,8 @@ json cpuSide() {
   const bool pool = runtime::blasThreading() == runtime::BlasThreading::pool;
   return {{"threads", runtime::ThreadPool::instance().numThreads()},
           {"blas", runtime::blasInfo()},
-          {"blas_threading", pool ? "pool" : "blas"}};
+          {"blas_threading", pool ? "pool" : "blas"},
+          {"compiled_for", tools::compiledForText()}};
 }
 
 json backends() {
