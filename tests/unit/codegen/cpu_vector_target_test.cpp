@@ -53,7 +53,9 @@ TEST(CpuVectorTarget, AgreesWithTheHostsFlags) {
   // A vector register of the ISA or narrower (LLVM may prefer 256 bits on AVX-512).
   const int widest = want == "AVX-512" ? 512 : (want == "AVX2" || want == "AVX") ? 256 : 128;
   EXPECT_LE(t.vectorBits, widest) << t.isa;
-  if (want == "AVX2") EXPECT_EQ(t.vectorBits, 256);
+  if (want == "AVX2") {
+    EXPECT_EQ(t.vectorBits, 256);
+  }
 }
 
 }  // namespace
