@@ -17,18 +17,6 @@
 namespace kiln::testing::dist {
 namespace {
 
-std::vector<kiln::dist::ProcessGroup> makeFrontendGroups(int n, std::chrono::milliseconds timeout = 10s) {
-  std::vector<kiln::dist::ProcessGroup> groups(static_cast<size_t>(n));
-  auto store = std::make_shared<kiln::dist::HashStore>();
-  kiln::dist::Options options;
-  options.timeout = timeout;
-  options.hostname = "127.0.0.1";
-  expectNoErrors(runRanks(n, [&](int r) {
-    groups[static_cast<size_t>(r)] = kiln::dist::ProcessGroup::create("gloo", store, r, n, options);
-  }));
-  return groups;
-}
-
 /// A rank's values: element i of rank r is r + 1 + i / 8.
 Tensor rankValues(int r, int64_t n) {
   std::vector<float> v(static_cast<size_t>(n));
@@ -90,6 +78,20 @@ TEST(CompiledAllReduce, OnOpenCLTensorsOnTheRanksOwnStreams) {
     }
     EXPECT_EQ(f.lastReplay().replays, 0);
     EXPECT_EQ(f.lastReplay().off, "a program with collectives (Note [Collective steps])");
+  }));
+}
+
+// An argument that is a transposed view reaches the program with its
+// strides: the all-reduce takes it as the values of the view.
+TEST(CompiledAllReduce, ANonContiguousArgument) {
+  constexpr int n = 2;
+  auto groups = makeFrontendGroups(n);
+  expectNoErrors(runRanks(n, [&](int r) {
+    const kiln::dist::ProcessGroup& g = groups[static_cast<size_t>(r)];
+    auto f = kiln::compile([&](const Tensor& x) { return g.allReduced(x, kiln::dist::ReduceOp::sum); });
+    const Tensor x = rankValues(r, 6).view({2, 3}).t();
+    const Tensor eager = g.allReduced(x, kiln::dist::ReduceOp::sum);
+    EXPECT_EQ(maxAbsDiff(f(x).contiguous(), eager.contiguous()), 0.0) << "rank " << r;
   }));
 }
 

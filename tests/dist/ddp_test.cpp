@@ -17,18 +17,6 @@
 namespace kiln::testing::dist {
 namespace {
 
-std::vector<kiln::dist::ProcessGroup> makeFrontendGroups(int n) {
-  std::vector<kiln::dist::ProcessGroup> groups(static_cast<size_t>(n));
-  auto store = std::make_shared<kiln::dist::HashStore>();
-  kiln::dist::Options options;
-  options.timeout = 10s;
-  options.hostname = "127.0.0.1";
-  expectNoErrors(runRanks(n, [&](int r) {
-    groups[static_cast<size_t>(r)] = kiln::dist::ProcessGroup::create("gloo", store, r, n, options);
-  }));
-  return groups;
-}
-
 /// Gives every parameter of `m` fixed values; `perturb` shifts them (a rank
 /// whose replica starts elsewhere than rank 0's).
 void initialize(nn::Module& m, double perturb) {

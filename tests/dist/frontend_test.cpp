@@ -11,19 +11,6 @@
 namespace kiln::testing::dist {
 namespace {
 
-/// `n` frontend groups of threads over one store.
-std::vector<kiln::dist::ProcessGroup> makeFrontendGroups(int n) {
-  std::vector<kiln::dist::ProcessGroup> groups(static_cast<size_t>(n));
-  auto store = std::make_shared<kiln::dist::HashStore>();
-  kiln::dist::Options options;
-  options.timeout = 10s;
-  options.hostname = "127.0.0.1";
-  expectNoErrors(runRanks(n, [&](int r) {
-    groups[static_cast<size_t>(r)] = kiln::dist::ProcessGroup::create("gloo", store, r, n, options);
-  }));
-  return groups;
-}
-
 TEST(Frontend, CollectivesOnTensors) {
   constexpr int n = 3;
   auto groups = makeFrontendGroups(n);

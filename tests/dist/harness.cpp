@@ -70,6 +70,18 @@ std::vector<std::shared_ptr<rd::ProcessGroup>> makeGroups(int n, const rd::Proce
   return groups;
 }
 
+std::vector<kiln::dist::ProcessGroup> makeFrontendGroups(int n, std::chrono::milliseconds timeout) {
+  std::vector<kiln::dist::ProcessGroup> groups(static_cast<size_t>(n));
+  auto store = std::make_shared<kiln::dist::HashStore>();
+  kiln::dist::Options options;
+  options.timeout = timeout;
+  options.hostname = "127.0.0.1";
+  expectNoErrors(runRanks(n, [&](int r) {
+    groups[static_cast<size_t>(r)] = kiln::dist::ProcessGroup::create("gloo", store, r, n, options);
+  }));
+  return groups;
+}
+
 rd::BufferRef cpuBuffer(DType dtype, int64_t numel, std::vector<int64_t> shape) {
   const size_t bytes = static_cast<size_t>(numel * itemSize(dtype));
   auto buffer = runtime::allocateBuffer(Device::cpu(), std::max<size_t>(bytes, 1));

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "frontend/distributed.h"
 #include "runtime/buffer.h"
 #include "runtime/dist_process_group.h"
 #include "runtime/dist_store.h"
@@ -44,6 +45,10 @@ void expectNoErrors(const std::vector<std::string>& errors);
 /// once on `n` threads.
 std::vector<std::shared_ptr<rd::ProcessGroup>> makeGroups(int n, const rd::ProcessGroupOptions& options = testOptions(),
                                                           std::shared_ptr<rd::Store> store = nullptr);
+
+/// The same as kiln::dist::ProcessGroup handles (the frontend's), on
+/// 127.0.0.1 with `timeout`.
+std::vector<kiln::dist::ProcessGroup> makeFrontendGroups(int n, std::chrono::milliseconds timeout = 10s);
 
 /// A CPU buffer of `numel` elements of `dtype`, as a BufferRef.
 rd::BufferRef cpuBuffer(DType dtype, int64_t numel, std::vector<int64_t> shape = {});

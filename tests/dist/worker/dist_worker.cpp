@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 
 #include "frontend/kiln.h"
@@ -65,13 +66,12 @@ int collectives(int rank, int world) {
   return failures ? 1 : 0;
 }
 
-int die(int rank, int world) {
-  Tensor x = ones({64});
-  dist::allReduce(x).wait();
-  if (rank == world - 1) _exit(0);  // no shutdown: the others find out from their sockets
+/// Runs `call`, which must fail: prints "error after S s: MESSAGE" and
+/// returns 0, or says it did not fail and returns 1.
+int expectError(const std::function<void()>& call) {
   const auto start = std::chrono::steady_clock::now();
   try {
-    dist::allReduce(x).wait();
+    call();
   } catch (const Error& e) {
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::printf("error after %.2f s: %s\n", took, e.what());
@@ -79,6 +79,13 @@ int die(int rank, int world) {
   }
   std::printf("FAILED: no error\n");
   return 1;
+}
+
+int die(int rank, int world) {
+  Tensor x = ones({64});
+  dist::allReduce(x).wait();
+  if (rank == world - 1) _exit(0);  // no shutdown: the others find out from their sockets
+  return expectError([&] { dist::allReduce(x).wait(); });
 }
 
 using kiln::testing::dist::compareCompiledDdp;
@@ -119,16 +126,7 @@ int ddpDie(int rank, int world) {
     std::printf("FAILED: still alive after the backward\n");
     return 1;
   }
-  const auto start = std::chrono::steady_clock::now();
-  try {
-    step(x, y);
-  } catch (const Error& e) {
-    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("error after %.2f s: %s\n", took, e.what());
-    return 0;
-  }
-  std::printf("FAILED: no error\n");
-  return 1;
+  return expectError([&] { step(x, y); });
 }
 
 }  // namespace
