@@ -39,6 +39,17 @@ nn::Sequential makeMlp(const tools::MlpSizes& s) {
                         nn::Linear(s.hidden, s.classes));
 }
 
+/// One SGD step of `model` on (x, labels): zeroGrad, crossEntropy,
+/// backward, step; returns the loss. Eager, or traced by kiln::compile.
+template <typename Model>
+Tensor sgdStep(Model& model, optim::SGD& opt, const Tensor& x, const Tensor& labels) {
+  opt.zeroGrad();
+  Tensor loss = crossEntropy(model(x), labels);
+  loss.backward();
+  opt.step();
+  return loss;
+}
+
 struct Phase {
   std::string name;
   std::function<void()> call;
@@ -68,25 +79,14 @@ nlohmann::json ddpStep(const Options& options, const Rank& me) {
   nn::DistributedDataParallel ddp(model, nn::DistributedDataParallelOptions{.processGroup = group});
   optim::SGD opt(ddp->parameters(), {.lr = 0.01});
   std::vector<Phase> phases;
-  phases.push_back({"step",
-                    [&] {
-                      opt.zeroGrad();
-                      crossEntropy(ddp(x), labels).backward();
-                      opt.step();
-                    },
-                    {}});
+  phases.push_back({"step", [&] { sgdStep(ddp, opt, x, labels); }, {}});
   manualSeed(1);
   nn::Sequential compiledModel = makeMlp(s);
   nn::DistributedDataParallel compiledDdp(compiledModel,
                                           nn::DistributedDataParallelOptions{.processGroup = group});
   optim::SGD compiledOpt(compiledDdp->parameters(), {.lr = 0.01});
-  auto compiledStep = kiln::compile([&](const Tensor& in, const Tensor& target) {
-    compiledOpt.zeroGrad();
-    Tensor loss = crossEntropy(compiledDdp(in), target);
-    loss.backward();
-    compiledOpt.step();
-    return loss;
-  });
+  auto compiledStep = kiln::compile(
+      [&](const Tensor& in, const Tensor& target) { return sgdStep(compiledDdp, compiledOpt, in, target); });
   phases.push_back({"compiled_step", [&] { compiledStep(x, labels); }, {}});
 
   // The buckets as DDP made them, as flat tensors of the same bytes.
@@ -109,21 +109,11 @@ nlohmann::json ddpStep(const Options& options, const Rank& me) {
   nn::Sequential aloneCompiledModel = makeMlp(s);
   optim::SGD aloneCompiledOpt(aloneCompiledModel->parameters(), {.lr = 0.01});
   auto aloneCompiled = kiln::compile([&](const Tensor& in, const Tensor& target) {
-    aloneCompiledOpt.zeroGrad();
-    Tensor loss = crossEntropy(aloneCompiledModel(in), target);
-    loss.backward();
-    aloneCompiledOpt.step();
-    return loss;
+    return sgdStep(aloneCompiledModel, aloneCompiledOpt, in, target);
   });
   if (me.size > 1) {
     phases.push_back({"compiled_compute", [&] { aloneCompiled(x, labels); }, {}});
-    phases.push_back({"compute",
-                      [&] {
-                        aloneOpt.zeroGrad();
-                        crossEntropy(alone(x), labels).backward();
-                        aloneOpt.step();
-                      },
-                      {}});
+    phases.push_back({"compute", [&] { sgdStep(alone, aloneOpt, x, labels); }, {}});
     phases.push_back({"communication",
                       [&] {
                         std::vector<kiln::dist::Work> works;
