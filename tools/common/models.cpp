@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "runtime/error.h"
+
 namespace kiln::tools {
 
 Tensor chain8(const Tensor& x) {
@@ -95,13 +97,46 @@ Tensor transformerBlock(const Tensor& x, const TransformerBlockWeights& p, int64
 }
 
 namespace {
+// Parameters as PyTorch's modules make them: nn::LayerNorm (ones, zeros) and
+// nn::Linear (drawn from the default generator, in this order).
+TransformerBlockWeights makeTransformerWeights(const TransformerSizes& s) {
+  nn::LayerNorm ln1(s.d), ln2(s.d);
+  nn::Linear qkv(s.d, 3 * s.d), out(s.d, s.d), up(s.d, s.hidden), down(s.hidden, s.d);
+  return {ln1->weight, ln1->bias, qkv->weight, qkv->bias, out->weight,  out->bias,
+          ln2->weight, ln2->bias, up->weight,  up->bias,  down->weight, down->bias};
+}
+
+std::vector<Tensor> parameterList(const TransformerBlockWeights& p) {
+  return {p.ln1W, p.ln1B, p.wQkv, p.bQkv, p.wO, p.bO, p.ln2W, p.ln2B, p.w1, p.b1, p.w2, p.b2};
+}
+}  // namespace
+
+TransformerTrainStep::TransformerTrainStep(Sizes s)
+    : sizes_(s), weights_(makeTransformerWeights(s)), optimizer_(parameterList(weights_)) {
+  KILN_CHECK(s.heads > 0 && s.d % s.heads == 0, "TransformerTrainStep: d {} is not a multiple of heads {}", s.d,
+             s.heads);
+}
+
+Tensor TransformerTrainStep::operator()(const Tensor& x, const Tensor& target) {
+  optimizer_.zeroGrad();
+  Tensor loss = mseLoss(transformerBlock(x, weights_, sizes_.heads), target);
+  loss.backward();
+  optimizer_.step();
+  return loss;
+}
+
+std::vector<ir::TensorType> TransformerTrainStep::inputTypes(Sizes s) {
+  return {{DType::f32, {s.seq, s.d}, Device::cpu()}, {DType::f32, {s.seq, s.d}, Device::cpu()}};
+}
+
+namespace {
 ir::TensorType f32(Shape shape) { return {DType::f32, std::move(shape), Device::cpu()}; }
 
-constexpr int64_t kTransformerSeq = 512, kTransformerDim = 512, kTransformerHeads = 8, kTransformerHidden = 2048;
+constexpr TransformerSizes kTransformer{};  // transformer_block's sizes, the train step's too
 
 // x, then the weights in TransformerBlockWeights' order.
 std::vector<ir::TensorType> transformerBlockInputs() {
-  const int64_t s = kTransformerSeq, d = kTransformerDim, f = kTransformerHidden;
+  const int64_t s = kTransformer.seq, d = kTransformer.d, f = kTransformer.hidden;
   return {f32({s, d}),     f32({d}), f32({d}), f32({3 * d, d}), f32({3 * d}), f32({d, d}), f32({d}),
           f32({d}),        f32({d}), f32({f, d}), f32({f}),     f32({d, f}),   f32({d})};
 }
@@ -174,7 +209,7 @@ const std::vector<Model>& table() {
        [](const std::vector<Tensor>& in) {
          return std::vector<Tensor>{transformerBlock(
              in[0], {in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8], in[9], in[10], in[11], in[12]},
-             kTransformerHeads)};
+             kTransformer.heads)};
        },
        transformerBlockInputs()},
       {"mlp_train_step",
@@ -185,6 +220,14 @@ const std::vector<Model>& table() {
          return std::vector<Tensor>{(*step)(in[0], in[1])};
        },
        MlpTrainStep::inputTypes()},
+      {"transformer_train_step",
+       "one AdamW training step of transformer_block (seq 512, d 512, 8 heads, MLP 2048): forward, mseLoss against "
+       "a target, backward, optimizer step on the 12 parameters (one model, made at the first call)",
+       [](const std::vector<Tensor>& in) {
+         static TransformerTrainStep* step = new TransformerTrainStep();  // state for the process's life
+         return std::vector<Tensor>{(*step)(in[0], in[1])};
+       },
+       TransformerTrainStep::inputTypes()},
       {"ddp_train_step",
        "one DistributedDataParallel SGD step of an MLP 64-128-128-10 on a batch of 32, three gradient buckets, each "
        "an all_reduce node started as soon as its gradients are computed (a gloo group of one rank)",

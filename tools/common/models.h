@@ -58,6 +58,45 @@ struct TransformerBlockWeights {
 };
 Tensor transformerBlock(const Tensor& x, const TransformerBlockWeights& p, int64_t heads);
 
+/// The sizes of tools::TransformerTrainStep: x and target f32[seq, d],
+/// `heads` heads of d / heads, an MLP of `hidden`. The defaults are
+/// transformer_block's.
+struct TransformerSizes {
+  int64_t seq = 512, d = 512, heads = 8, hidden = 2048;
+};
+
+/// One training step of transformerBlock: forward on x, the loss
+/// mseLoss(out, target) (the mean of (out - target)², PyTorch's
+/// F.mse_loss), backward(), then an AdamW step (PyTorch's defaults: lr 1e-3,
+/// weight decay 1e-2) on the 12 parameters, with parameters and optimizer
+/// state kept in the object. The parameters are initialized as PyTorch's
+/// modules are: the linears as nn::Linear (U(-1/√in, 1/√in), drawn from the
+/// default generator in the order QKV, output projection, MLP up, MLP down),
+/// the layer norms' weights ones and biases zeros. kiln-bench's
+/// `transformer_train_step` and `irdump --example transformer_train_step`;
+/// it compiles whole (docs/compile.md).
+class TransformerTrainStep {
+ public:
+  using Sizes = TransformerSizes;
+  /// Makes the parameters (from the default generator) and the optimizer;
+  /// made while kiln::compile traces, they are eager state too
+  /// (Note [Initialization is eager]).
+  explicit TransformerTrainStep(Sizes sizes = {});
+  /// One step on x and target f32[seq, d]; returns the loss (computed before
+  /// the update).
+  Tensor operator()(const Tensor& x, const Tensor& target);
+  /// The inputs' types: x and target.
+  static std::vector<ir::TensorType> inputTypes(Sizes sizes = {});
+  /// The parameters, in TransformerBlockWeights' order (the optimizer's).
+  const TransformerBlockWeights& weights() const { return weights_; }
+  const optim::AdamW& optimizer() const { return optimizer_; }
+
+ private:
+  Sizes sizes_;
+  TransformerBlockWeights weights_;
+  optim::AdamW optimizer_;
+};
+
 /// The sizes of tools::MlpTrainStep: x f32[batch, in], two hidden layers.
 struct MlpSizes {
   int64_t in = 784, hidden = 1024, classes = 10, batch = 256;

@@ -52,6 +52,7 @@ LAYER_NORM_EPS = 1e-5
 MLP_HIDDEN = (1024, 1024)
 MLP_CLASSES = 10
 ADAMW_LR = 1e-3
+ADAMW_WEIGHT_DECAY = 1e-2  # PyTorch's AdamW default, kiln's too (optim::AdamWOptions)
 
 
 def chain8(x):
@@ -85,6 +86,7 @@ def relu_dropout_layernorm_train(x, w, b, g):
 
 
 TRANSFORMER_HEADS = 8
+TRANSFORMER_HIDDEN = 2048
 
 
 def transformer_block(x, ln1_w, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_w, ln2_b, w1, b1, w2, b2):
@@ -135,6 +137,31 @@ def _mlp_train_step(inputs, compile_fn, hidden=MLP_HIDDEN):
     return lambda: f(x, y)
 
 
+def _transformer_train_step(inputs, compile_fn, hidden=TRANSFORMER_HIDDEN):
+    # kiln's tools::TransformerTrainStep: transformer_block's 12 parameters
+    # made by PyTorch's modules (layer norms ones and zeros, linears drawn in
+    # the order QKV, output projection, MLP up, MLP down), F.mse_loss against
+    # the target, backward, AdamW with the defaults.
+    x, target = inputs
+    d = x.shape[1]
+    ln1, ln2 = torch.nn.LayerNorm(d, eps=LAYER_NORM_EPS), torch.nn.LayerNorm(d, eps=LAYER_NORM_EPS)
+    qkv, out = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+    up, down = torch.nn.Linear(d, hidden), torch.nn.Linear(hidden, d)
+    params = [ln1.weight, ln1.bias, qkv.weight, qkv.bias, out.weight, out.bias,
+              ln2.weight, ln2.bias, up.weight, up.bias, down.weight, down.bias]
+    opt = torch.optim.AdamW(params, lr=ADAMW_LR, weight_decay=ADAMW_WEIGHT_DECAY)
+
+    def step(x, target):
+        opt.zero_grad(set_to_none=True)
+        loss = F.mse_loss(transformer_block(x, *params), target)
+        loss.backward()
+        opt.step()
+        return loss
+
+    f = compile_fn(step)
+    return lambda: f(x, target)
+
+
 WORKLOADS = {
     "chain8": _pure(chain8),
     "chain8_math": _pure(chain8_math),
@@ -155,6 +182,7 @@ WORKLOADS = {
     "relu_dropout_layernorm_train": _pure(relu_dropout_layernorm_train),
     "bias_gelu": _pure(lambda x, b: F.gelu(x + b)),
     "transformer_block": _pure(transformer_block),
+    "transformer_train_step": _transformer_train_step,
 }
 
 

@@ -71,12 +71,43 @@ Workload mlpTrainStep(std::string name, MlpTrainStepSizes s) {
   w.flops = 3 * forward - 2.0 * s.batch * s.in * s.hidden;
   return w;
 }
-// The matmuls of tools::transformerBlock (seq 512, d 512, 8 heads of 64,
-// MLP 2048): QKV, q·kᵀ and p·v over the heads, the output projection, the
-// MLP's two.
-double transformerBlockFlops() {
-  const double s = 512, d = 512, f = 2048;
+// The matmuls of tools::transformerBlock (by default seq 512, d 512, 8
+// heads of 64, MLP 2048): QKV, q·kᵀ and p·v over the heads, the output
+// projection, the MLP's two.
+double transformerBlockFlops(tools::TransformerSizes sizes = {}) {
+  const double s = static_cast<double>(sizes.seq), d = static_cast<double>(sizes.d),
+               f = static_cast<double>(sizes.hidden);
   return 2 * s * d * 3 * d + 2 * (2 * s * s * d) + 2 * s * d * d + 2 * (2 * s * d * f);
+}
+
+// A training step of the transformer block (tools::TransformerTrainStep):
+// standard-normal x and target from a fixed seed; the parameters and AdamW
+// state are made at the first call after resetState and kept, as
+// mlpTrainStep's.
+Workload transformerTrainStep(std::string name, tools::TransformerSizes s) {
+  using tools::TransformerTrainStep;
+  Workload w;
+  w.name = std::move(name);
+  w.description = fmt::format(
+      "one AdamW training step of transformer_block (seq {}, d {}, {} heads, MLP {}): forward, mseLoss against a "
+      "target, backward, optimizer step on the 12 parameters",
+      s.seq, s.d, s.heads, s.hidden);
+  w.inputTypes = TransformerTrainStep::inputTypes(s);
+  w.makeInputs = [types = w.inputTypes] { return randnInputs(types); };
+  // Made at the first call after resetState, from the default generator
+  // (which runWorkload sets to one state before each first call).
+  auto step = std::make_shared<std::unique_ptr<TransformerTrainStep>>();
+  w.fn = [step, s](const std::vector<Tensor>& in) {
+    if (!*step) *step = std::make_unique<TransformerTrainStep>(s);
+    return std::vector<Tensor>{(**step)(in[0], in[1])};
+  };
+  w.resetState = [step] { step->reset(); };
+  // The matmuls, 3x the forward's: forward F, the weights' gradients F, the
+  // activations' gradients F (all of them: the first layer norm's
+  // parameters need the QKV linear's input gradient; x needs none, but the
+  // layer norm's backward to x is no matmul).
+  w.flops = 3 * transformerBlockFlops(s);
+  return w;
 }
 }  // namespace
 
@@ -102,6 +133,8 @@ const std::vector<Workload>& workloads() {
       // The same step on tiny shapes: its time is what a call costs beyond
       // the arithmetic (launches, uploads), which graph replay cuts.
       mlpTrainStep("mlp_train_step_small", {.in = 64, .hidden = 64, .classes = 10, .batch = 8}),
+      // Issue 13's: transformer_block's forward, mseLoss, backward, AdamW.
+      transformerTrainStep("transformer_train_step", {}),
   };
   return table;
 }
