@@ -41,10 +41,12 @@
 #include <llvm/Target/TargetOptions.h>
 #include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/Triple.h>
+#include <llvm/TargetParser/X86TargetParser.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -81,6 +83,51 @@ std::string join(const std::vector<std::string>& parts) {
   return s;
 }
 
+/// Note [KILN_CPU]
+/// KILN_CPU=<LLVM CPU name> makes the CPU backend compile for that CPU
+/// (its features as LLVM knows them, its tuning: the preferred vector
+/// width, the cost model) instead of the host's, so that one machine can
+/// produce, inspect (irdump --emit=llvm-opt) and run the code another kind
+/// of machine would get: an AMD Zen 4 runs the kernels an Intel
+/// skylake-avx512 or an AVX2-only znver3 gets. Only CPUs whose every
+/// instruction-set extension the host has are accepted (anything else
+/// could execute an instruction the host lacks); x86 only. The name and its features are
+/// part of cpuTargetDescription(), hence of every disk-cache key.
+bool kernelCanUse(std::string_view feature) {
+  // Instruction-set extensions the optimizer may emit in a kernel; system
+  // features (pku, sgx, pconfig, ...) never reach one, and VMs hide them.
+  for (std::string_view prefix : {"avx", "sse", "ssse", "fma", "f16c", "amx", "bmi", "gfni", "vaes", "vpclmulqdq",
+                                  "popcnt", "lzcnt", "adx", "movbe", "sha", "aes", "pclmul", "cx16"})
+    if (feature.starts_with(prefix)) return true;
+  return false;
+}
+
+std::vector<std::string> forcedCpuFeatures(const std::string& triple, const std::string& cpu,
+                                           const std::vector<std::string>& host) {
+  if (!llvm::Triple(triple).isX86())
+    fail("KILN_CPU={}: choosing the CPU is supported on x86 hosts only (this one is {})", cpu, triple);
+  if (!llvm::X86::parseArchX86(cpu, /*Only64Bit=*/true)) {
+    llvm::SmallVector<llvm::StringRef, 64> names;
+    llvm::X86::fillValidCPUArchList(names, /*Only64Bit=*/true);
+    std::string valid;
+    for (llvm::StringRef n : names) valid += (valid.empty() ? "" : ", ") + n.str();
+    fail("KILN_CPU={}: not an x86-64 CPU LLVM knows; one of: {}", cpu, valid);
+  }
+  llvm::SmallVector<llvm::StringRef, 64> implied;
+  llvm::X86::getFeaturesForCPU(cpu, implied, /*NeedPlus=*/false);
+  std::vector<std::string> features, missing;
+  for (llvm::StringRef f : implied) {
+    const std::string name = f.str();
+    if (kernelCanUse(name) && std::find(host.begin(), host.end(), "+" + name) == host.end()) missing.push_back(name);
+    features.push_back("+" + name);
+  }
+  if (!missing.empty())
+    fail("KILN_CPU={}: this host ({}) lacks {} of its features ({}): its code could not run here", cpu,
+         llvm::sys::getHostCPUName().str(), missing.size(), join(missing));
+  std::sort(features.begin(), features.end());
+  return features;
+}
+
 /// The LLJIT and what the optimizer needs, created on first use.
 struct Jit {
   std::mutex mutex;
@@ -90,6 +137,8 @@ struct Jit {
   std::unique_ptr<llvm::TargetMachine> machine;  ///< for the pass pipeline; under mutex
   std::unique_ptr<llvm::DataLayout> dataLayout;
   std::unique_ptr<llvm::orc::LLJIT> lljit;  ///< under mutex
+  int vectorBits = 0;                       ///< kernelVectorBits: what setVectorWidths asks for
+  bool kilnTuning = true;                   ///< Note [KILN_VECTOR_TUNING]
   uint64_t nextDylib = 0;                   ///< under mutex
 
   Jit() {
@@ -99,6 +148,10 @@ struct Jit {
     triple = llvm::sys::getProcessTriple();
     cpu = llvm::sys::getHostCPUName().str();
     features = hostFeatures();
+    if (const char* forced = std::getenv("KILN_CPU"); forced && *forced) {
+      features = forcedCpuFeatures(triple, forced, features);
+      cpu = forced;
+    }
 
     llvm::orc::JITTargetMachineBuilder builder{llvm::Triple(triple)};
     builder.setCPU(cpu);
@@ -110,10 +163,30 @@ struct Jit {
     if (!tm) fail("llvm: cannot create a target machine for {} ({}): {}", triple, cpu, llvm::toString(tm.takeError()));
     machine = std::move(*tm);
     dataLayout = std::make_unique<llvm::DataLayout>(machine->createDataLayout());
+    vectorBits = kernelVectorBits(features, preferredVectorBits());
+    if (const char* tuning = std::getenv("KILN_VECTOR_TUNING"); tuning && *tuning) {
+      const std::string_view t = tuning;
+      if (t != "kiln" && t != "llvm") fail("KILN_VECTOR_TUNING={}: expected kiln (the default) or llvm", t);
+      kilnTuning = t == "kiln";
+    }
+    if (!kilnTuning) vectorBits = preferredVectorBits();
 
     auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(builder)).create();
     if (!jit) fail("llvm: cannot create the ORC JIT for {} ({}): {}", triple, cpu, llvm::toString(jit.takeError()));
     lljit = std::move(*jit);
+  }
+
+  /// The width LLVM's vectorizers ask the target for on a function without
+  /// attributes (the CPU's tuning: some AVX-512 CPUs prefer 256 bits).
+  int preferredVectorBits() {
+    llvm::LLVMContext context;
+    llvm::Module module("kiln_vector_width_probe", context);
+    module.setDataLayout(*dataLayout);
+    llvm::Function* probe =
+        llvm::Function::Create(llvm::FunctionType::get(llvm::Type::getVoidTy(context), false),
+                               llvm::Function::ExternalLinkage, "kiln_vector_width_probe", module);
+    const llvm::TargetTransformInfo tti = machine->getTargetTransformInfo(*probe);
+    return static_cast<int>(tti.getRegisterBitWidth(llvm::TargetTransformInfo::RGK_FixedWidthVector).getFixedValue());
   }
 
   /// Never destroyed: kernels' keepAlives may outlive any static destructor
@@ -126,6 +199,7 @@ struct Jit {
 
 /// The O3 pipeline on `module`; the caller holds jit.mutex.
 void optimizeLocked(Jit& jit, llvm::Module& module) {
+  if (jit.kilnTuning) setVectorWidths(module, jit.vectorBits);
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;
@@ -163,6 +237,14 @@ struct LoadedKernel {
 
 }  // namespace
 
+/// Note [KILN_VECTOR_TUNING]
+/// KILN_VECTOR_TUNING=llvm turns off what Note [Vector width of kiln's
+/// kernels] and Note [Sums at full width] add to LLVM's choices, so that
+/// kiln-bench can compare the two in one build on one machine
+/// (docs/fusion.md); the default is `kiln`. It is part of
+/// cpuTargetDescription(), hence of the disk-cache keys.
+bool kilnVectorTuning() { return Jit::get().kilnTuning; }
+
 void setHostTarget(llvm::Module& module) {
   Jit& jit = Jit::get();
   module.setTargetTriple(jit.triple);
@@ -182,7 +264,8 @@ namespace {
 
 /// What else than the IR the object code depends on; bump when the
 /// optimization pipeline or the object emission changes.
-constexpr const char* kPipeline = "O3 loop+slp vectorize, interleave, unroll; object file v1";
+constexpr const char* kPipeline =
+    "O3 loop+slp vectorize, interleave, unroll; kernel vector widths v1; object file v1";
 
 /// The optimized module as an object file; the caller holds jit.mutex.
 std::string emitObjectLocked(Jit& jit, llvm::Module& module, const std::string& name) {
@@ -288,25 +371,14 @@ CpuVectorTarget cpuVectorTarget() {
   CpuVectorTarget t;
   t.cpu = jit.cpu;
   t.isa = vectorIsaOf(jit.features);
-  // The width the loop and SLP vectorizers ask the target for, on a
-  // function like kiln's kernels (no attributes: the machine's CPU and
-  // features): on some AVX-512 CPUs LLVM prefers 256 bits.
-  llvm::LLVMContext context;
-  llvm::Module module("kiln_vector_width_probe", context);
-  module.setDataLayout(*jit.dataLayout);
-  llvm::Function* probe =
-      llvm::Function::Create(llvm::FunctionType::get(llvm::Type::getVoidTy(context), false),
-                             llvm::Function::ExternalLinkage, "kiln_vector_width_probe", module);
-  std::lock_guard lock(jit.mutex);
-  const llvm::TargetTransformInfo tti = jit.machine->getTargetTransformInfo(*probe);
-  t.vectorBits = static_cast<int>(
-      tti.getRegisterBitWidth(llvm::TargetTransformInfo::RGK_FixedWidthVector).getFixedValue());
+  t.vectorBits = jit.vectorBits;  // Note [Vector width of kiln's kernels]
   return t;
 }
 
 std::string cpuTargetDescription() {
   llvmcg::Jit& jit = llvmcg::Jit::get();
-  return "LLVM " LLVM_VERSION_STRING " " + jit.triple + " " + jit.cpu + " " + llvmcg::join(jit.features);
+  return "LLVM " LLVM_VERSION_STRING " " + jit.triple + " " + jit.cpu + " " + llvmcg::join(jit.features) +
+         (jit.kilnTuning ? "" : " tuning=llvm");
 }
 
 }  // namespace kiln::codegen

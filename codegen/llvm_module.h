@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "codegen/kernel.h"
 
@@ -38,5 +39,20 @@ void setHostTarget(llvm::Module& module);
 
 /// Runs the O3 pipeline for the host CPU, vectorizers on (llvm_jit.cpp).
 void optimizeModule(llvm::Module& module);
+
+/// Note [Vector width of kiln's kernels] (llvm_vector_width.cpp): asks for
+/// `vectorBits`-bit vectors in every function of `module` and sizes the
+/// vectorization factor of loops that widen f32 into f64 accumulators by
+/// their f32 values. Runs before the O3 pipeline.
+void setVectorWidths(llvm::Module& module, int vectorBits);
+
+/// False when KILN_VECTOR_TUNING=llvm leaves vector widths and sums to
+/// LLVM's defaults (Note [KILN_VECTOR_TUNING], llvm_jit.cpp).
+bool kilnVectorTuning();
+
+/// The vector width kiln's kernels use on a CPU with `features` ("+avx512f",
+/// ...), given `preferred`, the width LLVM's tuning for the CPU prefers:
+/// 512 wherever AVX-512 is on, else `preferred` (llvm_vector_width.cpp).
+int kernelVectorBits(const std::vector<std::string>& features, int preferred);
 
 }  // namespace kiln::codegen::llvmcg

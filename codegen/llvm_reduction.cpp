@@ -63,6 +63,25 @@ namespace {
 constexpr int kSumLanes = 8;
 constexpr int kSumInterleave = 4;
 
+// Note [Sums at full width]
+// A float sum's loop has a fixed width, kSumLanes (Note [Fixed summation
+// order]), and f32 values sum in f64: a pass that computes much before it
+// adds (softmax's exp(x - max), stored to the stash and summed) then does
+// all of that arithmetic kSumLanes f32 lanes at a time, half a 512-bit
+// register. Where the kernel has a stash (its rows are bounded) and a pass
+// with a float sum computes operations of a cost (ir::recomputeCost) of at
+// least kSumApartCost (an exp, or a few arithmetic operations), the pass
+// becomes two loops over the row: the first computes everything the pass
+// computes (stores, stash, dropout draws) but, instead of folding, stores
+// each reduce's operand by its row position into a buffer on the stack; it
+// has no reduction, so it vectorizes at the full width (Note [Vector width
+// of kiln's kernels]). The second loads them back and folds them with the
+// fixed-order metadata: the same values added in the same order, so the
+// sums keep their bits. The buffer costs a store and a load per element,
+// from L1; the softmax pass goes from 1.97 to 1.6 cycles per element on
+// znver4 by llvm-mca (docs/fusion.md, "Transcendentals on AVX-512").
+constexpr int kSumApartCost = 4;
+
 // The stash of Note [Stashed row values] (codegen/kernel.cpp): the row's
 // stashed values in their compute types, on the stack, sized for
 // Kernel::maxRowLength elements; a kernel whose bound needs more than
@@ -417,6 +436,11 @@ std::vector<llvm::Value*> ReductionRenderer::rowValues(const std::vector<int>& t
         storeElement(ir_, k_.params[in.param].dtype, param, offset(in.param), cur[in.operands[0]]);
         break;
       case ScalarInstr::Kind::reduce:
+        if (!sumOperands_.empty() && sumOperands_[i]) {  // Note [Sums at full width]
+          ir_.CreateStore(cur[in.operands[0]],
+                          ir_.CreateInBoundsGEP(sumOperands_[i]->getAllocatedType(), sumOperands_[i], {zero(), pos}));
+          break;
+        }
         // In a column tile, the current column's accumulator.
         fold(in,
              tileT_ ? ir_.CreateInBoundsGEP(accTile_[i]->getAllocatedType(), accTile_[i], {zero(), tileT_}) : acc_[i],
@@ -467,17 +491,67 @@ void ReductionRenderer::emitPass(int l) {
       drawAt_[static_cast<size_t>(i)] = ir_.CreateAnd(first, 3);  // + j: the element's word
     }
   };
-  rowLoop(
-      tag,
-      [&](llvm::Value* j, llvm::Value* pos, const std::vector<llvm::Value*>& rowBase) {
-        rowValues(plan.todo, j, pos, rowBase, &plan);
-      },
-      floatSum, grouped.empty() ? RunPrologue() : RunPrologue(drawRun));
+  const RunPrologue prologue = grouped.empty() ? RunPrologue() : RunPrologue(drawRun);
+  if (floatSum && sumsApart(l, reduces)) {
+    // Note [Sums at full width]: the values, then the sums.
+    sumOperands_.assign(k_.body.size(), nullptr);
+    llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+    for (int r : reduces) {
+      llvm::Type* t = acc_[r]->getAllocatedType();
+      llvm::AllocaInst* buffer = entry.CreateAlloca(
+          llvm::ArrayType::get(t, static_cast<uint64_t>(k_.maxRowLength)), nullptr, tag + ".sum" + std::to_string(r));
+      buffer->setAlignment(llvm::Align(64));
+      sumOperands_[r] = buffer;
+    }
+    rowLoop(
+        tag + ".values",
+        [&](llvm::Value* j, llvm::Value* pos, const std::vector<llvm::Value*>& rowBase) {
+          rowValues(plan.todo, j, pos, rowBase, &plan);
+        },
+        false, prologue);
+    std::vector<llvm::AllocaInst*> buffers = std::move(sumOperands_);
+    sumOperands_.clear();
+    rowLoop(
+        tag + ".sums",
+        [&](llvm::Value*, llvm::Value* pos, const std::vector<llvm::Value*>&) {
+          for (int r : reduces) {
+            llvm::Type* t = acc_[r]->getAllocatedType();
+            llvm::Value* at = ir_.CreateInBoundsGEP(buffers[r]->getAllocatedType(), buffers[r], {zero(), pos});
+            fold(k_.body[r], acc_[r], ir_.CreateLoad(t, at, tag + ".operand" + std::to_string(r)));
+          }
+        },
+        true);
+  } else {
+    rowLoop(
+        tag,
+        [&](llvm::Value* j, llvm::Value* pos, const std::vector<llvm::Value*>& rowBase) {
+          rowValues(plan.todo, j, pos, rowBase, &plan);
+        },
+        floatSum, prologue);
+  }
   drawAt_.clear();
   for (int r : reduces) {
     llvm::Value* acc = ir_.CreateLoad(acc_[r]->getAllocatedType(), acc_[r]);
     values_[r] = k_.body[r].reduceOp == ReduceOp::argmax ? searchFirst(tag, r, acc) : acc;
   }
+}
+
+bool ReductionRenderer::sumsApart(int l, const std::vector<int>& reduces) const {
+  // Bounded rows (the stash), vectorized sums, no column tile, no argmax
+  // (its search recomputes the values) and a buffer of at most kStashBytes.
+  if (!stash_ || stridedRows_ || tileT_ || reduces.empty() || !kilnVectorTuning()) return false;
+  int64_t bytes = 0;
+  for (int r : reduces) {
+    if (k_.body[r].reduceOp == ReduceOp::argmax) return false;
+    bytes += k_.maxRowLength *
+             static_cast<int64_t>(acc_[r]->getAllocatedType()->getPrimitiveSizeInBits() / 8);
+  }
+  if (bytes > kStashBytes) return false;
+  const PassPlan& plan = plans_[static_cast<size_t>(l)];
+  int cost = 0;
+  for (int i : plan.todo)
+    if (k_.body[i].kind == ScalarInstr::Kind::op && !plan.load[i]) cost += ir::recomputeCost(k_.body[i].op);
+  return cost >= kSumApartCost;
 }
 
 llvm::MDNode* ReductionRenderer::fixedSumOrderLoop() {

@@ -128,6 +128,11 @@ class ReductionRenderer {
   /// when it is NaN: the first maximum, as a sequential scan would find it.
   void emitPass(int l);
 
+  /// Note [Sums at full width]: pass l's row values computed in a loop of
+  /// their own, their reduces' operands stored by row position, then a loop
+  /// that folds them in the fixed order. Whether pass l gets it.
+  bool sumsApart(int l, const std::vector<int>& reduces) const;
+
   /// Output rows [i, i + len) of one run of the innermost outer dim, with
   /// outerBase_ at row i, as a column tile (Note [Column tiles]): the one
   /// pass folds every column of the block at each row element, then each
@@ -198,6 +203,10 @@ class ReductionRenderer {
   std::vector<llvm::Value*> outerBase_;  ///< per param and index space: its offset at the current output row
   std::vector<llvm::Value*> values_;     ///< per instruction: its outer value in the current row
   std::vector<PassPlan> plans_;          ///< of the row loop being emitted
+  /// Per instruction, while a pass's values are computed ahead of its sums
+  /// (Note [Sums at full width]): where a reduce stores its operands, by
+  /// row position, instead of folding them.
+  std::vector<llvm::AllocaInst*> sumOperands_;
   std::vector<int> slots_;               ///< per instruction: its stash slot, or -1
   std::vector<int64_t> slotOffset_;      ///< per slot: bytes per row element before it
   int64_t stashRowBytes_ = 0;            ///< stash bytes per row element

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "codegen/codegen.h"
+#include "codegen/cpu_compiler.h"
 #include "common/graph_builders.h"
 #include "frontend/kiln.h"
 #include "ir/printer.h"
@@ -155,6 +156,35 @@ TEST(FusedReductionKernels, ExpensiveRowValuesAreStashedForLaterPasses) {
   // layer_norm recomputes x - mean from the load: nothing worth a stash.
   const codegen::Kernel ln = kernelsOf([](const Tensor& x) { return layerNorm(x, {512}); }, {f32({4, 512})}).at(0);
   EXPECT_EQ(ln.maxRowLength, 0) << ln.str();
+}
+
+TEST(FusedReductionKernels, CostlySumOperandsAreComputedAtTheFullVectorWidth) {
+  // Note [Sums at full width]: softmax's exp(x - max) is computed in a loop
+  // of its own (no reduction in it, so it fills the host's vectors and is
+  // interleaved), its values stored by row position and added by a loop
+  // in the fixed split; layer_norm's cheap passes stay one loop each. The
+  // kernels say the width they are vectorized for (Note [Vector width of
+  // kiln's kernels]). (That the sums keep their bits: e2e FusedReductions.)
+  const auto f32 = [](ir::Shape s) { return type(DType::f32, std::move(s)); };
+  const codegen::Kernel k = kernelsOf([](const Tensor& x) { return softmax(x, -1); }, {f32({64, 1000})}).at(0);
+  const std::string raw = codegen::renderLlvmIr(k, false);
+  EXPECT_NE(raw.find("pass1.values.inner:"), std::string::npos) << raw;
+  EXPECT_NE(raw.find("pass1.sums.inner:"), std::string::npos) << raw;
+  EXPECT_NE(raw.find("%pass1.sum"), std::string::npos) << raw;
+  EXPECT_EQ(raw.find("pass0.values"), std::string::npos) << "amax's pass only loads";
+  const codegen::CpuVectorTarget target = codegen::cpuVectorTarget();
+  const std::string opt = codegen::renderLlvmIr(k, true);
+  EXPECT_NE(opt.find("\"prefer-vector-width\"=\"" + std::to_string(target.vectorBits) + "\""), std::string::npos) << opt;
+  // The exp at the full width: f32 vectors of vectorBits, which a loop
+  // holding the f64 sum would halve.
+  const std::string lanes = "<" + std::to_string(target.vectorBits / 32) + " x float>";
+  const std::regex fullWidthRint("llvm\\.rint\\.v" + std::to_string(target.vectorBits / 32) + "f32");
+  EXPECT_TRUE(std::regex_search(opt, fullWidthRint)) << lanes << "\n" << opt;
+  // Still 4 x <8 x double> partial sums.
+  EXPECT_NE(opt.find("fadd reassoc <8 x double>"), std::string::npos);
+
+  const codegen::Kernel ln = kernelsOf([](const Tensor& x) { return layerNorm(x, {512}); }, {f32({4, 512})}).at(0);
+  EXPECT_EQ(codegen::renderLlvmIr(ln, false).find(".values"), std::string::npos) << "no stash, nothing split";
 }
 
 TEST(FusedReductionKernels, AnInputReadAlongTheRowAndOncePerRowIsTwoParams) {
