@@ -549,8 +549,13 @@ bool ReductionRenderer::sumsApart(int l, const std::vector<int>& reduces) const 
   if (bytes > kStashBytes) return false;
   const PassPlan& plan = plans_[static_cast<size_t>(l)];
   int cost = 0;
-  for (int i : plan.todo)
-    if (k_.body[i].kind == ScalarInstr::Kind::op && !plan.load[i]) cost += ir::recomputeCost(k_.body[i].op);
+  for (int i : plan.todo) {
+    // A dropout drawn by groups costs a load per element here: its draws
+    // are made before the loop (Note [Draws by groups of four]).
+    const bool grouped = !draws_.empty() && draws_[static_cast<size_t>(i)];
+    if (k_.body[i].kind == ScalarInstr::Kind::op && !plan.load[i] && !grouped)
+      cost += ir::recomputeCost(k_.body[i].op);
+  }
   return cost >= kSumApartCost;
 }
 
