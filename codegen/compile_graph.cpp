@@ -192,6 +192,11 @@ Device graphDevice(const ir::Graph& graph) {
 runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::span<const ir::Strides> inputStrides,
                                  std::span<const Donation> donations, std::span<const ir::Strides> outputStrides) {
   const Target& target = targetFor(device);
+  struct PendingKernel {
+    size_t step;  ///< its KernelStep in exe.steps
+    Kernel kernel;
+  };
+  std::vector<PendingKernel> pending;
   for (const ir::Node* n : graph.nodes()) {
     std::string why;
     KILN_CHECK(supports(*n, device, &why), "codegen: cannot run {} on {}: {}", ir::opName(n->op()), device.str(), why);
@@ -350,7 +355,8 @@ runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::spa
       }
       runtime::KernelStep step;
       step.name = lowered.kernel.name;
-      step.kernel = KernelCache::instance().get(lowered.kernel, device)->module;
+      // Its kernel is compiled below, with the program's others (Note
+      // [Kernels compile in parallel]).
       bool offsets = false;
       for (size_t p = 0; p < lowered.bindings.size(); ++p) {
         const ParamBinding& b = lowered.bindings[p];
@@ -362,10 +368,17 @@ runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::spa
       step.shape = target.launchShape(lowered.kernel, lowered.launch);
       logKernelStep(lowered, step.shape);
       step.args = std::move(lowered.launch.args);
+      pending.push_back({exe.steps.size(), std::move(lowered.kernel)});
       exe.steps.emplace_back(std::move(step));
     }
   }
   for (const ir::Value* out : graph.outputs()) exe.outputSlots.push_back(slot.at(out));
+  // Note [Kernels compile in parallel]: the program's kernels at once.
+  std::vector<const Kernel*> kernels;
+  for (const PendingKernel& p : pending) kernels.push_back(&p.kernel);
+  const std::vector<std::shared_ptr<const CompiledKernel>> compiled = KernelCache::instance().getAll(kernels, device);
+  for (size_t i = 0; i < pending.size(); ++i)
+    std::get<runtime::KernelStep>(exe.steps[pending[i].step]).kernel = compiled[i]->module;
   if (collectives > 0) scheduleCollectives(exe, donatedSlots);  // Note [Scheduling collectives]
   planMemory(exe);  // Note [The memory plan is made over steps]
   return exe;

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "codegen/kernel.h"
 #include "codegen/target.h"
@@ -26,6 +27,10 @@ struct KernelCacheStats {
   double compileMs = 0;  ///< total time spent compiling or loading
 };
 
+/// Threads a program's kernels compile on: KILN_COMPILE_THREADS, else the
+/// machine's hardware threads (at most 8).
+int compileThreads();
+
 class KernelCache {
  public:
   static KernelCache& instance();
@@ -33,6 +38,12 @@ class KernelCache {
   /// `kernel` compiled for and loaded on `device`, compiling it (through
   /// the device's Target) on a miss.
   std::shared_ptr<const CompiledKernel> get(const Kernel& kernel, Device device);
+
+  /// get() of each of `kernels`, in order, the misses compiled several at
+  /// once (Note [Kernels compile in parallel]) on `threads` threads (0:
+  /// compileThreads()). The first error is rethrown once all have stopped.
+  std::vector<std::shared_ptr<const CompiledKernel>> getAll(const std::vector<const Kernel*>& kernels, Device device,
+                                                            int threads = 0);
 
   KernelCacheStats stats() const;
   /// Forgets every kernel (running executables keep theirs alive).

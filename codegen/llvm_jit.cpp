@@ -5,9 +5,10 @@
 // Every kernel gets its own LLVMContext (so rendering needs no lock) and its
 // own JITDylib (so two kernels with the same name never clash and each can be
 // unloaded on its own when the last copy of its keepAlive goes). One mutex
-// guards the JIT and the TargetMachine that the optimization pipeline
-// queries, which is not thread-safe. LLVM is built without exceptions: every
-// llvm::Error stops here and becomes a kiln::Error that names the kernel.
+// guards the JIT; each compiling thread optimizes and emits with a
+// TargetMachine of its own (Note [Kernels compile in parallel]). LLVM is
+// built without exceptions: every llvm::Error stops here and becomes a
+// kiln::Error that names the kernel.
 //
 // Kernels go through the disk cache (codegen/disk_cache.h) as object code:
 // a miss renders, optimizes and emits an object file with the same
@@ -134,7 +135,9 @@ struct Jit {
   std::string triple;
   std::string cpu;
   std::vector<std::string> features;
-  std::unique_ptr<llvm::TargetMachine> machine;  ///< for the pass pipeline; under mutex
+  std::unique_ptr<llvm::TargetMachine> machine;  ///< for the probes of the constructor only
+  /// What each compiling thread's TargetMachine is made from (threadMachine).
+  std::optional<llvm::orc::JITTargetMachineBuilder> machineBuilder;
   std::unique_ptr<llvm::DataLayout> dataLayout;
   std::unique_ptr<llvm::orc::LLJIT> lljit;  ///< under mutex
   int vectorBits = 0;                       ///< kernelVectorBits: what setVectorWidths asks for
@@ -171,6 +174,7 @@ struct Jit {
     }
     if (!kilnTuning) vectorBits = preferredVectorBits();
 
+    machineBuilder = builder;
     auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(builder)).create();
     if (!jit) fail("llvm: cannot create the ORC JIT for {} ({}): {}", triple, cpu, llvm::toString(jit.takeError()));
     lljit = std::move(*jit);
@@ -197,8 +201,25 @@ struct Jit {
   }
 };
 
-/// The O3 pipeline on `module`; the caller holds jit.mutex.
-void optimizeLocked(Jit& jit, llvm::Module& module) {
+/// The CPU side of Note [Kernels compile in parallel] (codegen/kernel_cache.cpp):
+/// a TargetMachine is not thread-safe, so each thread that optimizes and
+/// emits kernels has its own, made once from the JIT's settings; only
+/// linking into the JIT takes jit.mutex. Rendering, the O3 pipeline and
+/// instruction selection of several kernels then run at once.
+llvm::TargetMachine& threadMachine(Jit& jit) {
+  thread_local std::unique_ptr<llvm::TargetMachine> machine;
+  thread_local const Jit* owner = nullptr;
+  if (!machine || owner != &jit) {
+    auto tm = jit.machineBuilder->createTargetMachine();
+    if (!tm) fail("llvm: cannot create a target machine for {} ({}): {}", jit.triple, jit.cpu, llvm::toString(tm.takeError()));
+    machine = std::move(*tm);
+    owner = &jit;
+  }
+  return *machine;
+}
+
+/// The O3 pipeline on `module`, with this thread's TargetMachine.
+void optimizeWith(Jit& jit, llvm::TargetMachine& machine, llvm::Module& module) {
   if (jit.kilnTuning) setVectorWidths(module, jit.vectorBits);
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
@@ -209,7 +230,7 @@ void optimizeLocked(Jit& jit, llvm::Module& module) {
   tuning.SLPVectorization = true;
   tuning.LoopInterleaving = true;
   tuning.LoopUnrolling = true;
-  llvm::PassBuilder passes(jit.machine.get(), tuning);
+  llvm::PassBuilder passes(&machine, tuning);
   passes.registerModuleAnalyses(mam);
   passes.registerCGSCCAnalyses(cgam);
   passes.registerFunctionAnalyses(fam);
@@ -253,8 +274,7 @@ void setHostTarget(llvm::Module& module) {
 
 void optimizeModule(llvm::Module& module) {
   Jit& jit = Jit::get();
-  std::lock_guard<std::mutex> lock(jit.mutex);
-  optimizeLocked(jit, module);
+  optimizeWith(jit, threadMachine(jit), module);
 }
 
 }  // namespace llvmcg
@@ -267,13 +287,15 @@ namespace {
 constexpr const char* kPipeline =
     "O3 loop+slp vectorize, interleave, unroll; kernel vector widths v1; object file v1";
 
-/// The optimized module as an object file; the caller holds jit.mutex.
-std::string emitObjectLocked(Jit& jit, llvm::Module& module, const std::string& name) {
-  optimizeLocked(jit, module);
+/// The optimized module as an object file, made with this thread's
+/// TargetMachine (Note [Kernels compile in parallel]).
+std::string emitObject(Jit& jit, llvm::Module& module, const std::string& name) {
+  llvm::TargetMachine& machine = threadMachine(jit);
+  optimizeWith(jit, machine, module);
   llvm::SmallVector<char, 0> buffer;
   llvm::raw_svector_ostream out(buffer);
   llvm::legacy::PassManager passes;
-  if (jit.machine->addPassesToEmitFile(passes, out, nullptr, llvm::CodeGenFileType::ObjectFile))
+  if (machine.addPassesToEmitFile(passes, out, nullptr, llvm::CodeGenFileType::ObjectFile))
     fail("llvm: the target machine cannot emit an object file for kernel {}", name);
   passes.run(module);
   return std::string(buffer.begin(), buffer.end());
@@ -338,12 +360,14 @@ CompiledCpuKernel compileCpuKernel(const Kernel& kernel) {
   DiskCache& disk = DiskCache::instance();
   std::optional<std::string> object = disk.load(key);
   const bool fromDisk = object.has_value();
-  if (!fromDisk && !module) render();  // outside the lock: each kernel has its own context
-  std::lock_guard<std::mutex> lock(jit.mutex);
   if (!fromDisk) {
-    object = llvmcg::emitObjectLocked(jit, *module, kernel.name);
+    // Outside the lock: each kernel has its own context, each thread its
+    // own TargetMachine (Note [Kernels compile in parallel]).
+    if (!module) render();
+    object = llvmcg::emitObject(jit, *module, kernel.name);
     disk.store(key, *object);
   }
+  std::lock_guard<std::mutex> lock(jit.mutex);
   CompiledCpuKernel compiled = llvmcg::linkLocked(jit, *object, kernel.name);
   compiled.fromDiskCache = fromDisk;
   compiled.compileMs = std::chrono::duration<double, std::milli>(Clock::now() - start).count();

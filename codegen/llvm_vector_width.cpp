@@ -35,8 +35,8 @@
 //     at a time, the out-of-order window holds too few iterations to hide
 //     the chain's latency, and the loop runs at its latency, not its
 //     throughput (softmax's exp pass: 26.6 cycles per 16 elements one at a
-//     time, 83 per 64 four at a time). An innermost loop of at least
-//     kLongBody instructions with no interleave count of its own gets 4
+//     time, 83 per 64 four at a time). An innermost loop of kLongBody to
+//     kHugeBody instructions with no interleave count of its own gets 4
 //     (32 vector registers: AVX-512) or 2 (16: AVX2).
 #include <llvm/Analysis/LoopInfo.h>
 #include <llvm/IR/Constants.h>
@@ -55,9 +55,13 @@ namespace kiln::codegen::llvmcg {
 
 namespace {
 
-/// Instructions in a loop body (before vectorization) from which it is
-/// interleaved: an exp is about 40.
+/// Loop bodies (instructions before vectorization) of [kLongBody,
+/// kHugeBody) are interleaved: an exp is about 40, softmax's values 59,
+/// chain8_math 67. From kHugeBody on (GELU 164, dropout's draw loop 167,
+/// randn 377) the body has independent chains enough, and copies of it
+/// would double the kernel's compile time for little.
 constexpr size_t kLongBody = 32;
+constexpr size_t kHugeBody = 128;
 
 /// Whether `loop` widens f32 values into f64 (a sum's accumulator).
 bool widensF32ToF64(const llvm::Loop& loop) {
@@ -109,7 +113,8 @@ void setVectorWidths(llvm::Module& module, int vectorBits) {
       // float sum's fixed order (Note [Fixed summation order]) depends on them.
       if (hasHint(*loop, "llvm.loop.vectorize.width")) continue;
       if (widensF32ToF64(*loop)) addHint(*loop, "llvm.loop.vectorize.width", f32Lanes);
-      if (bodySize(*loop) >= kLongBody && !hasHint(*loop, "llvm.loop.interleave.count"))
+      const size_t size = bodySize(*loop);
+      if (size >= kLongBody && size < kHugeBody && !hasHint(*loop, "llvm.loop.interleave.count"))
         addHint(*loop, "llvm.loop.interleave.count", interleave);
     }
   }

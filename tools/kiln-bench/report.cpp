@@ -125,7 +125,8 @@ void printTable(std::ostream& os, const Machine& machine, const std::vector<Resu
   if (machine.torch) {
     const TorchInfo& t = *machine.torch;
     if (torch)
-      os << fmt::format("torch: PyTorch {} ({}), {} threads, torch.compile {}\n", t.version, t.python, t.threads,
+      os << fmt::format("torch: PyTorch {} ({}), {} threads,{} torch.compile {}\n", t.version, t.python, t.threads,
+                        t.cpuCapability.empty() ? "" : " CPU kernels for " + t.cpuCapability + ",",
                         t.compile ? "tried per workload" : "off (--no-torch-compile)");
     else
       os << fmt::format("torch: not compared: {}\n", t.unavailable);
@@ -212,6 +213,7 @@ std::string toJson(const Machine& machine, const std::vector<Result>& results) {
       auto text = [](const std::string& s) { return s.empty() ? std::string("null") : str(s); };
       field("torch_version", text(t.version));
       field("torch_threads", t.unavailable.empty() ? std::to_string(t.threads) : "null");
+      field("torch_cpu_capability", text(t.cpuCapability));
       const TorchResult none;
       const TorchResult& tr = r.torch ? *r.torch : none;
       field("torch_eager_ms", num(tr.eagerMs));

@@ -342,8 +342,11 @@ def main():
         torch.set_default_device(DEVICE)  # the workloads' modules and state are made there
     if args.threads > 0:
         torch.set_num_threads(args.threads)
+    # The vector ISA PyTorch's CPU kernels dispatch to ("AVX512", "AVX2",
+    # "DEFAULT"), beside what kiln compiles for; older torch has no such call.
+    capability = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", lambda: "")()
     send({"torch": torch.__version__, "threads": torch.get_num_threads(), "compile": args.compile,
-          "python": sys.executable})
+          "python": sys.executable, "cpu_capability": capability})
     for line in sys.stdin:
         if line.strip():
             send(measure(json.loads(line), args))

@@ -228,6 +228,7 @@ TorchSide::TorchSide(int threads, const RunPolicy& policy, bool compile) {
     const auto o = parseFlatJson(*hello);
     info_.version = stringOr(o, "torch", "");
     info_.threads = static_cast<int>(numberOr(o, "threads", 0));
+    info_.cpuCapability = stringOr(o, "cpu_capability", "");
     if (info_.version.empty()) info_.unavailable = stringOr(o, "error", "the script found no torch");
   } catch (const std::exception& e) {
     info_.unavailable = fmt::format("'{} {}' printed a bad hello: {}", info_.python, script, e.what());

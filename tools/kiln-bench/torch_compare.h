@@ -45,6 +45,7 @@ struct TorchInfo {
   std::string unavailable;  ///< why there are no PyTorch columns; "" when there are
   int threads = 0;          ///< torch.get_num_threads()
   bool compile = false;     ///< torch.compile is tried
+  std::string cpuCapability;  ///< torch.backends.cpu.get_cpu_capability(): "AVX512", "AVX2"; "" when unknown
 };
 
 /// One line of flat JSON: an object whose values are strings, numbers,
