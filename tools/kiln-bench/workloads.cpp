@@ -37,10 +37,23 @@ Workload fromModel(const std::string& name, double flops) {
 namespace {
 using MlpTrainStepSizes = tools::MlpTrainStep::Sizes;
 
+// A training step's workload: its Step (a model and its optimizer, called
+// on two inputs) is made by `make` at the first call after resetState,
+// from the default generator (which runWorkload sets to one state before
+// each first call), and kept; the compiled side traces the whole step
+// (docs/compile.md), sharing that state with the eager side.
+template <class Step, class Make>
+void runsTrainStep(Workload& w, Make make) {
+  auto step = std::make_shared<std::unique_ptr<Step>>();
+  w.fn = [step, make](const std::vector<Tensor>& in) {
+    if (!*step) *step = make();
+    return std::vector<Tensor>{(**step)(in[0], in[1])};
+  };
+  w.resetState = [step] { step->reset(); };
+}
+
 // Issue 3's MLP train step (tools::MlpTrainStep): standard-normal x and
-// class labels from a fixed seed; the model and AdamW state are made at the
-// first call after resetState and kept; the compiled side traces the whole
-// step (docs/compile.md), sharing that state with the eager side.
+// class labels from a fixed seed (runsTrainStep says the rest).
 Workload mlpTrainStep(std::string name, MlpTrainStepSizes s) {
   using tools::MlpTrainStep;
   Workload w;
@@ -57,14 +70,7 @@ Workload mlpTrainStep(std::string name, MlpTrainStepSizes s) {
     for (int64_t& label : labels) label = static_cast<int64_t>(rng() % static_cast<uint64_t>(s.classes));
     return std::vector<Tensor>{randn({s.batch, s.in}, gen), fromVector(labels, {s.batch})};
   };
-  // The model is made at the first call after resetState, from the default
-  // generator (which runWorkload sets to one state before each first call).
-  auto step = std::make_shared<std::unique_ptr<MlpTrainStep>>();
-  w.fn = [step, s](const std::vector<Tensor>& in) {
-    if (!*step) *step = std::make_unique<MlpTrainStep>(s);
-    return std::vector<Tensor>{(**step)(in[0], in[1])};
-  };
-  w.resetState = [step] { step->reset(); };
+  runsTrainStep<MlpTrainStep>(w, [s] { return std::make_unique<MlpTrainStep>(s); });
   // The matmuls: forward F, the weights' gradients F, the activations'
   // gradients F less the first layer's (x needs none).
   const double forward = 2.0 * s.batch * (s.in * s.hidden + s.hidden * s.hidden + s.hidden * s.classes);
@@ -81,9 +87,8 @@ double transformerBlockFlops(tools::TransformerSizes sizes = {}) {
 }
 
 // A training step of the transformer block (tools::TransformerTrainStep):
-// standard-normal x and target from a fixed seed; the parameters and AdamW
-// state are made at the first call after resetState and kept, as
-// mlpTrainStep's.
+// standard-normal x and target from a fixed seed (runsTrainStep says the
+// rest).
 Workload transformerTrainStep(std::string name, tools::TransformerSizes s) {
   using tools::TransformerTrainStep;
   Workload w;
@@ -94,14 +99,7 @@ Workload transformerTrainStep(std::string name, tools::TransformerSizes s) {
       s.seq, s.d, s.heads, s.hidden);
   w.inputTypes = TransformerTrainStep::inputTypes(s);
   w.makeInputs = [types = w.inputTypes] { return randnInputs(types); };
-  // Made at the first call after resetState, from the default generator
-  // (which runWorkload sets to one state before each first call).
-  auto step = std::make_shared<std::unique_ptr<TransformerTrainStep>>();
-  w.fn = [step, s](const std::vector<Tensor>& in) {
-    if (!*step) *step = std::make_unique<TransformerTrainStep>(s);
-    return std::vector<Tensor>{(**step)(in[0], in[1])};
-  };
-  w.resetState = [step] { step->reset(); };
+  runsTrainStep<TransformerTrainStep>(w, [s] { return std::make_unique<TransformerTrainStep>(s); });
   // The matmuls, 3x the forward's: forward F, the weights' gradients F, the
   // activations' gradients F (all of them: the first layer norm's
   // parameters need the QKV linear's input gradient; x needs none, but the
