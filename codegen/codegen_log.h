@@ -40,5 +40,10 @@ inline void logCopyStep(std::string_view name, size_t bytes, std::span<const int
 inline void logLibraryStep(std::string_view name, std::span<const int64_t> args) {
   KILN_LOG_TO(codegen, "kiln::codegen: {}", describeLibraryStep(name, args));
 }
+/// Logs that kernel `kernel` runs as the epilogue of library step `call`
+/// (Note [Matmul epilogues in compiled programs]).
+inline void logEpilogue(std::string_view call, std::string_view kernel) {
+  KILN_LOG_TO(codegen, "kiln::codegen: {} runs as the epilogue of {}", kernel, call);
+}
 
 }  // namespace kiln::codegen

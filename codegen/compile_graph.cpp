@@ -16,6 +16,7 @@
 #include "codegen/lowering_reduction.h"
 #include "codegen/plan_memory.h"
 #include "codegen/target.h"
+#include "runtime/blas.h"
 #include "runtime/error.h"
 
 namespace kiln::codegen {
@@ -189,13 +190,73 @@ Device graphDevice(const ir::Graph& graph) {
   return Device::cpu();
 }
 
+namespace {
+
+// Note [Matmul epilogues in compiled programs]
+// A fusion node right after a CPU matmul that reads the matmul's result
+// element for element, and nothing else does, becomes the matmul step's
+// epilogue (Note [Matmul epilogues] in runtime/blas.cpp): the bias, the
+// activation and the residual add of a linear layer run on each block of
+// the result while it is in cache, and the program has one step less.
+// Right after, in graph order: every other input of the fusion is then
+// computed already. It must be one elementwise kernel (no reduction, no
+// copy) over the matmul's shape, with contiguous results, reading the
+// matmul's result at its own element (inner stride one, no offset), and
+// writing none of the matmul's operands (a donated buffer could be one).
+// Where the fusion has one result of the matmul's type, the kernel computes
+// it in place, into the matmul's result (donateInPlace: each element is
+// read, then written, by the thread that computed it), so the epilogue
+// costs no buffer; else its results get slots of their own.
+bool asEpilogue(const ir::Graph& graph, const ir::Node& matmul, const ir::Node& n, const LoweredKernel& lowered,
+                const runtime::KernelStep& step, runtime::LibraryStep& call) {
+  const ir::Value* product = matmul.output();
+  if (call.epilogue || call.epilogueFirstSlot != 0 || graph.isOutput(product) || product->uses().size() != 1 ||
+      product->uses()[0].user != &n || lowered.kernel.isReduction())
+    return false;
+  if (step.shape.numel != product->type().numel()) return false;
+  for (const ir::Value* out : n.outputs())
+    if (out->type().shape != product->type().shape) return false;
+  int reads = 0;
+  for (size_t p = 0; p < lowered.bindings.size(); ++p) {
+    const ParamBinding& b = lowered.bindings[p];
+    const int slot = step.slots[p];
+    if (b.output) {
+      if (slot == call.slots[0] || slot == call.slots[1]) return false;
+      if (b.offset != 0) return false;
+      continue;
+    }
+    if (n.input(b.index) != product) continue;
+    if (lowered.kernel.params[p].inner != InnerStride::one || b.offset != 0) return false;
+    ++reads;
+  }
+  if (reads != 1) return false;
+  call.fn = &runtime::matmulWithEpilogue;
+  call.recordable = false;
+  call.epilogueFirstSlot = call.slots.size();
+  if (!step.offsets.empty() && call.offsets.empty()) call.offsets.assign(call.slots.size(), 0);
+  call.slots.insert(call.slots.end(), step.slots.begin(), step.slots.end());
+  if (!call.offsets.empty()) {
+    if (step.offsets.empty())
+      call.offsets.insert(call.offsets.end(), step.slots.size(), 0);
+    else
+      call.offsets.insert(call.offsets.end(), step.offsets.begin(), step.offsets.end());
+  }
+  call.epilogueArgs = step.args;
+  return true;
+}
+
+}  // namespace
+
 runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::span<const ir::Strides> inputStrides,
                                  std::span<const Donation> donations, std::span<const ir::Strides> outputStrides) {
   const Target& target = targetFor(device);
   struct PendingKernel {
-    size_t step;  ///< its KernelStep in exe.steps
+    size_t step;  ///< its KernelStep in exe.steps, or the LibraryStep whose epilogue it is
     Kernel kernel;
   };
+  // The matmul whose step is the last one so far, if any (Note [Matmul
+  // epilogues in compiled programs]).
+  const ir::Node* lastMatmul = nullptr;
   std::vector<PendingKernel> pending;
   for (const ir::Node* n : graph.nodes()) {
     std::string why;
@@ -253,6 +314,10 @@ runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::spa
   int collectives = 0;
   std::vector<int> donatedSlots;  // inputs updated in place
   for (const ir::Node* n : graph.nodes()) {
+    // The matmul whose step is the last one, if any: constants and views
+    // make no step.
+    const ir::Node* matmulBefore = lastMatmul;
+    if (n->op() != ir::Op::constant && !ir::isViewOp(n->op())) lastMatmul = nullptr;
     if (n->op() == ir::Op::constant) {
       for (const ir::Use& use : n->output()->uses())
         KILN_ASSERT(use.user->op() == ir::Op::fusion, "top-level constant read by {}", ir::opName(use.user->op()));
@@ -291,6 +356,7 @@ runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::spa
       step.offsets.push_back(0);
       if (!offsets) step.offsets.clear();
       logLibraryStep(step.name, step.args);
+      lastMatmul = device.isCpu() && n->op() == ir::Op::matmul && step.fn == target.libraries().matmul.fn ? n : nullptr;
       exe.steps.emplace_back(std::move(step));
       continue;
     }
@@ -322,12 +388,26 @@ runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::spa
     }
     const std::vector<ir::Layout> outputs = outputLayouts(graph, *n, outputStrides);
     std::vector<LoweredKernel> kernels = lowerKernels(*n, inputs, outputs);
+    // Note [Matmul epilogues in compiled programs]: a kernel that may run as
+    // the last matmul's epilogue writes its result into the matmul's.
+    const ir::Value* product = matmulBefore ? matmulBefore->output() : nullptr;
+    const bool epilogueInPlace = product && outputs.empty() && n->numOutputs() == 1 && kernels.size() == 1 &&
+                                 !kernels[0].kernel.isReduction() && plainCopyBytes(kernels[0]) < 0 &&
+                                 !graph.isOutput(product) && product->uses().size() == 1 &&
+                                 n->output()->type() == product->type() && !donor.count(n->output());
     std::vector<int> outSlots;
     for (int j = 0; j < n->numOutputs(); ++j) {
       const ir::Value* out = n->output(j);
       if (!outputs.empty()) {
         outSlots.push_back(newSlot(out, ir::extent(out->type().shape, outputs[static_cast<size_t>(j)].strides)));
         continue;
+      }
+      if (epilogueInPlace) {
+        const auto it = std::find(n->inputs().begin(), n->inputs().end(), product);
+        if (donateInPlace(kernels[0], static_cast<int>(it - n->inputs().begin()), j)) {
+          outSlots.push_back(slot[out] = slot.at(product));
+          continue;
+        }
       }
       auto d = donor.find(out);
       if (d != donor.end() && kernels.size() == 1 && !kernels[0].kernel.isReduction()) {
@@ -368,6 +448,12 @@ runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::spa
       step.shape = target.launchShape(lowered.kernel, lowered.launch);
       logKernelStep(lowered, step.shape);
       step.args = std::move(lowered.launch.args);
+      if (matmulBefore && kernels.size() == 1 &&
+          asEpilogue(graph, *matmulBefore, *n, lowered, step, std::get<runtime::LibraryStep>(exe.steps.back()))) {
+        logEpilogue(std::get<runtime::LibraryStep>(exe.steps.back()).name, step.name);
+        pending.push_back({exe.steps.size() - 1, std::move(lowered.kernel)});
+        continue;
+      }
       pending.push_back({exe.steps.size(), std::move(lowered.kernel)});
       exe.steps.emplace_back(std::move(step));
     }
@@ -377,8 +463,12 @@ runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::spa
   std::vector<const Kernel*> kernels;
   for (const PendingKernel& p : pending) kernels.push_back(&p.kernel);
   const std::vector<std::shared_ptr<const CompiledKernel>> compiled = KernelCache::instance().getAll(kernels, device);
-  for (size_t i = 0; i < pending.size(); ++i)
-    std::get<runtime::KernelStep>(exe.steps[pending[i].step]).kernel = compiled[i]->module;
+  for (size_t i = 0; i < pending.size(); ++i) {
+    if (auto* call = std::get_if<runtime::LibraryStep>(&exe.steps[pending[i].step]))
+      call->epilogue = compiled[i]->module;
+    else
+      std::get<runtime::KernelStep>(exe.steps[pending[i].step]).kernel = compiled[i]->module;
+  }
   if (collectives > 0) scheduleCollectives(exe, donatedSlots);  // Note [Scheduling collectives]
   planMemory(exe);  // Note [The memory plan is made over steps]
   return exe;

@@ -124,8 +124,15 @@ std::string describeMemoryPlan(const runtime::Executable& exe) {
     const runtime::Step& step = exe.steps[i];
     const std::string& name = runtime::stepName(step);
     std::string slots;
-    for (int s : runtime::stepSlots(step)) slots += fmt::format("{}{}", slots.empty() ? "" : " ", s);
+    const auto* call = std::get_if<runtime::LibraryStep>(&step);
+    const size_t epilogueFrom = call && call->epilogue ? call->epilogueFirstSlot : SIZE_MAX;
+    const std::vector<int>& named = runtime::stepSlots(step);
+    for (size_t k = 0; k < named.size(); ++k)
+      slots += fmt::format("{}{}", k == 0 ? "" : k == epilogueFrom ? ", then " : " ", named[k]);
     std::string what = name;
+    // Note [Matmul epilogues in compiled programs]: the kernel it runs after
+    // each block, with that kernel's slots.
+    if (epilogueFrom != SIZE_MAX) what += " with epilogue " + call->epilogue->name();
     if (const auto* c = std::get_if<runtime::CollectiveStep>(&step)) {
       // Note [Scheduling collectives]: what runs while it communicates.
       if (c->phase == runtime::CollectiveStep::Phase::start) {

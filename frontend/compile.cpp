@@ -299,6 +299,7 @@ std::vector<Tensor> CompileEngine::run(const CompiledProgram& p, const std::vect
 
 std::string CompileEngine::lastGraph() const { return last_ ? last_->graphText : std::string(); }
 int CompileEngine::lastNumKernels() const { return last_ ? last_->exe.numKernels() : 0; }
+int CompileEngine::lastNumEpilogues() const { return last_ ? last_->exe.numEpilogues() : 0; }
 std::vector<int> CompileEngine::lastCollectiveOverlaps() const {
   return last_ ? last_->exe.collectiveOverlaps() : std::vector<int>{};
 }

@@ -142,6 +142,9 @@ class CompileEngine {
   std::string lastGraph() const;
   /// Kernels one call of the most recent call's program launches.
   int lastNumKernels() const;
+  /// Of those, the matmuls that run a kernel as their epilogue (Note
+  /// [Matmul epilogues] in runtime/blas.cpp): each would be two launches.
+  int lastNumEpilogues() const;
   /// What graph replay did for the most recent call's program (Note [Graph
   /// replay] in runtime/executable_replay.cpp).
   runtime::ReplayInfo lastReplay() const;
@@ -191,6 +194,7 @@ class CompiledFunction {
   int numEagerFallbacks() const { return engine_->numEagerFallbacks(); }
   std::string lastGraph() const { return engine_->lastGraph(); }
   int lastNumKernels() const { return engine_->lastNumKernels(); }
+  int lastNumEpilogues() const { return engine_->lastNumEpilogues(); }
   runtime::ReplayInfo lastReplay() const { return engine_->lastReplay(); }
   /// Per collective of the most recent call's program (an all-reduce of a
   /// DDP bucket), in issue order, the steps that run while it communicates

@@ -13,6 +13,21 @@
 // GEMM. KILN_BLAS_THREADING=blas sets OpenBLAS to the pool's width and calls
 // it from the calling thread instead. kiln-bench's matmul workloads compare
 // the two (docs/benchmarks.md has the figures).
+// Note [Matmul epilogues]
+// A linear layer's bias, its activation and a residual add are an
+// elementwise kernel over the matmul's result: run after the matmul, it
+// reads the whole result back from memory. On the CPU, compileGraph gives
+// such a kernel to the matmul's step instead (codegen/compile_graph.cpp,
+// Note [Matmul epilogues in compiled programs]), and matmulThen runs it
+// over each block of the result right after the thread that computed the
+// block, while the block is in its cache: a row block, a product of a
+// batch, or the block's columns of each row. The kernel is kiln's own, the
+// one the graph asked for, over any range of its elements, and the matmul
+// is split exactly as without it, so the results are the same bits as the
+// matmul and the kernel run one after the other (eager's). Chosen over
+// oneDNN's matmul post-ops (measured on this machine, docs/benchmarks.md):
+// their GELU and SiLU are oneDNN's formulas, not kiln's, so compiled
+// results would no longer equal eager ones.
 #include "runtime/blas.h"
 
 #include <cblas.h>
@@ -28,6 +43,7 @@
 #include <type_traits>
 
 #include "runtime/error.h"
+#include "runtime/executable.h"
 #include "runtime/numeric.h"
 #include "runtime/thread_pool.h"
 
@@ -117,6 +133,10 @@ void applyThreading(BlasThreading threading) {
   openblas_set_num_threads(want);
   gAppliedThreads = want;
 }
+
+// An epilogue run on its own (after a multi-threaded BLAS call, or after an
+// empty sum) splits over the pool in ranges of at least this many elements.
+constexpr int64_t kEpilogueGrain = 32768;
 
 // Work below this many flops (multiply-adds count two) is not worth a thread.
 constexpr double kMinTaskFlops = 1 << 21;
@@ -240,6 +260,21 @@ std::string blasInfo() {
 
 void matmul(std::span<void* const> buffers, std::span<const int64_t> args) {
   KILN_ASSERT(buffers.size() == 3, "matmul call with {} buffers", buffers.size());
+  matmulThen(buffers, args, HostEpilogue{});
+}
+
+void matmulWithEpilogue(const LibraryCall& call) {
+  KILN_ASSERT(call.epilogue && call.epilogue->kernel && call.epilogue->firstBuffer == 3,
+              "matmul with an epilogue called without one");
+  std::vector<void*> host(call.buffers.size());
+  for (size_t i = 0; i < host.size(); ++i) host[i] = hostAddress(call.buffers[i]);
+  const std::span<void* const> all(host);
+  matmulThen(all.first(3), call.args,
+             HostEpilogue{hostKernelFn(*call.epilogue->kernel), all.subspan(3), call.epilogue->args});
+}
+
+void matmulThen(std::span<void* const> buffers, std::span<const int64_t> args, const HostEpilogue& epilogue) {
+  KILN_ASSERT(buffers.size() == 3, "matmul call with {} buffers", buffers.size());
   MatmulCall c = MatmulCall::decode(args);
   const BlockFn block = blockFn(c.dtype);
   const int64_t item = itemSize(c.dtype);
@@ -247,8 +282,19 @@ void matmul(std::span<void* const> buffers, std::span<const int64_t> args) {
   int64_t batches = 1;
   for (int64_t size : c.batch) batches *= size;
   if (batches == 0 || c.m == 0 || c.n == 0) return;
+  // The epilogue over result elements [begin, end) (flat, the result being
+  // contiguous), on this thread.
+  auto finish = [&](int64_t begin, int64_t end) {
+    if (epilogue.fn && begin < end) epilogue.fn(epilogue.buffers.data(), epilogue.args.data(), begin, end);
+  };
+  auto finishInParallel = [&](int64_t begin, int64_t end) {
+    if (epilogue.fn) ThreadPool::instance().parallelFor(end - begin, kEpilogueGrain, [&](int64_t b, int64_t e) {
+      finish(begin + b, begin + e);
+    });
+  };
   if (c.k == 0) {  // sums of no terms
     std::memset(out, 0, static_cast<size_t>(batches * c.m * c.n * item));
+    finishInParallel(0, batches * c.m * c.n);
     return;
   }
   c.simplifyBatch();
@@ -280,10 +326,24 @@ void matmul(std::span<void* const> buffers, std::span<const int64_t> args) {
     x.m = r1 - r0, x.n = c1 - c0, x.k = c.k;
     block(x);
   };
+  // run, then the epilogue over what it computed while it is in cache: the
+  // block's rows, each whole or the block's columns of each.
+  auto runThenFinish = [&](int64_t index, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    run(index, r0, r1, c0, c1);
+    if (!epilogue.fn) return;
+    if (c0 == 0 && c1 == c.n) {
+      finish((index * c.m + r0) * c.n, (index * c.m + r1) * c.n);
+      return;
+    }
+    for (int64_t r = r0; r < r1; ++r) finish((index * c.m + r) * c.n + c0, (index * c.m + r) * c.n + c1);
+  };
 
   const bool blasBacked = c.dtype != DType::i32 && c.dtype != DType::i64;
   if (threading == BlasThreading::blas && blasBacked) {
-    for (int64_t i = 0; i < batches; ++i) run(i, 0, c.m, 0, c.n);
+    for (int64_t i = 0; i < batches; ++i) {
+      run(i, 0, c.m, 0, c.n);
+      finishInParallel(i * c.m * c.n, (i + 1) * c.m * c.n);
+    }
     return;
   }
   ThreadPool& pool = ThreadPool::instance();
@@ -291,7 +351,7 @@ void matmul(std::span<void* const> buffers, std::span<const int64_t> args) {
   if (batches >= pool.numThreads()) {
     const auto grain = static_cast<int64_t>(std::max(1.0, kMinTaskFlops / flops));
     pool.parallelFor(batches, grain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) run(i, 0, c.m, 0, c.n);
+      for (int64_t i = begin; i < end; ++i) runThenFinish(i, 0, c.m, 0, c.n);
     });
     return;
   }
@@ -305,9 +365,9 @@ void matmul(std::span<void* const> buffers, std::span<const int64_t> args) {
   for (int64_t i = 0; i < batches; ++i)
     pool.parallelFor(along, grain, [&](int64_t begin, int64_t end) {
       if (byRows)
-        run(i, begin, end, 0, c.n);
+        runThenFinish(i, begin, end, 0, c.n);
       else
-        run(i, 0, c.m, begin, end);
+        runThenFinish(i, 0, c.m, begin, end);
     });
 }
 

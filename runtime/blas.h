@@ -81,6 +81,23 @@ std::optional<BlasLayout> blasLayout(int64_t rows, int64_t cols, int64_t rowStri
 /// The library call (LibraryFn): buffers a, b, out; args MatmulCall::encode().
 void matmul(std::span<void* const> buffers, std::span<const int64_t> args);
 
+/// An elementwise CPU kernel (the CPU kernel ABI, runtime/device_interface.h)
+/// over the elements of matmul's result: Note [Matmul epilogues].
+struct HostEpilogue {
+  void (*fn)(void* const* buffers, const int64_t* args, int64_t begin, int64_t end) = nullptr;
+  std::span<void* const> buffers;
+  std::span<const int64_t> args;
+};
+
+/// matmul, then `epilogue` over each block of the result as soon as the
+/// block is computed, on the thread that computed it.
+void matmulThen(std::span<void* const> buffers, std::span<const int64_t> args, const HostEpilogue& epilogue);
+
+/// The LibraryFn of a CPU matmul step with an epilogue (call.epilogue):
+/// buffers a, b, out, then the epilogue kernel's.
+struct LibraryCall;
+void matmulWithEpilogue(const LibraryCall& call);
+
 /// Who runs a matmul's threads (Note [BLAS threads]).
 enum class BlasThreading : uint8_t {
   pool,  ///< kiln's ThreadPool splits the work; OpenBLAS runs single-threaded

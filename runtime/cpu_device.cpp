@@ -12,6 +12,7 @@
 #include "runtime/allocator.h"
 #include "runtime/device_interface.h"
 #include "runtime/error.h"
+#include "runtime/executable.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::runtime {
@@ -170,6 +171,12 @@ void registerCpuDriver() {
         DeviceDriver{DeviceType::cpu, "cpu", [] { return 1; }, nullptr,
                      [](int) -> std::unique_ptr<DeviceInterface> { return std::make_unique<CpuDevice>(); }});
   });
+}
+
+CpuKernelFn hostKernelFn(const KernelModule& kernel) {
+  const auto* cpu = dynamic_cast<const CpuKernel*>(&kernel);
+  KILN_ASSERT(cpu && cpu->fn, "kernel {} on {} is not a CPU kernel", kernel.name(), kernel.device().str());
+  return cpu->fn;
 }
 
 }  // namespace kiln::runtime

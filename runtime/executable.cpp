@@ -62,7 +62,8 @@ void Executable::launchStep(size_t s, const std::vector<DevicePtr>& base, Device
   if (const auto* step = std::get_if<KernelStep>(&steps[s])) {
     driver.launch(*step->kernel, bound, step->args, step->shape, stream);
   } else if (const auto* call = std::get_if<LibraryStep>(&steps[s])) {
-    call->fn(LibraryCall{device, stream, bound, call->args});
+    const LibraryEpilogue epilogue{call->epilogue.get(), call->epilogueFirstSlot, call->epilogueArgs};
+    call->fn(LibraryCall{device, stream, bound, call->args, call->epilogue ? &epilogue : nullptr});
   } else if (const auto* copy = std::get_if<CopyStep>(&steps[s])) {
     driver.copyDeviceToDevice(bound[1], bound[0], copy->bytes, stream);
   } else {
@@ -93,6 +94,13 @@ std::vector<int> Executable::collectiveOverlaps() const {
     }
   }
   return overlaps;
+}
+
+int Executable::numEpilogues() const {
+  int n = 0;
+  for (const Step& s : steps)
+    if (const auto* call = std::get_if<LibraryStep>(&s)) n += call->epilogue ? 1 : 0;
+  return n;
 }
 
 int Executable::numLibraryCalls() const {

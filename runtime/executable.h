@@ -56,12 +56,25 @@ struct KernelStep {
 /// buffers (the op's operands and then its result, each where the op reads
 /// or writes it) and its integer arguments, whose layout each function
 /// documents (runtime/blas.h, runtime/indexing.h).
+/// Note [Matmul epilogues] (runtime/blas.cpp): a CPU kernel a library call
+/// runs over each block of its result, whose parameters are the call's
+/// buffers [firstBuffer, end).
+struct LibraryEpilogue {
+  const KernelModule* kernel = nullptr;  ///< a CPU kernel (hostKernelFn)
+  size_t firstBuffer = 0;
+  std::span<const int64_t> args;
+};
+
 struct LibraryCall {
   Device device;
   StreamHandle stream;
   std::span<const DevicePtr> buffers;
   std::span<const int64_t> args;
+  const LibraryEpilogue* epilogue = nullptr;  ///< null for none
 };
+
+/// The function of a kernel loaded on the CPU.
+CpuKernelFn hostKernelFn(const KernelModule& kernel);
 
 /// The library-call ABI. The function runs the whole op, splitting it as it
 /// sees fit, and may throw kiln::Error for what only the data can tell (an
@@ -97,6 +110,13 @@ struct LibraryStep {
   /// Whether a device recording records what `fn` enqueues (Note [Graph
   /// replay] in runtime/executable_replay.cpp).
   bool recordable = false;
+  /// Note [Matmul epilogues] (runtime/blas.cpp): the elementwise kernel
+  /// `fn` runs over each block of its result as soon as it is computed,
+  /// its parameters in slots [epilogueFirstSlot, end), its arguments
+  /// epilogueArgs; null for none (CPU matmuls only).
+  std::shared_ptr<const KernelModule> epilogue = nullptr;
+  std::vector<int64_t> epilogueArgs = {};
+  size_t epilogueFirstSlot = 0;
 };
 
 /// `bytes` bytes from the first slot to the second, through the driver's
@@ -209,6 +229,9 @@ class Executable {
   int numKernels() const { return static_cast<int>(steps.size()); }
   /// Of numKernels(), the library calls.
   int numLibraryCalls() const;
+  /// Of the library calls, those that run a kernel as their epilogue (Note
+  /// [Matmul epilogues] in runtime/blas.cpp).
+  int numEpilogues() const;
   /// Of numKernels(), the collectives' starts and waits.
   int numCollectiveSteps() const;
   /// Per collective (by ticket), the steps that run between its start and

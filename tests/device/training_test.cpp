@@ -120,13 +120,18 @@ TEST_P(DeviceTraining, ACompiledTrainingStepLaunchesTheCpusKernelCount) {
     step(x, target);
     const int64_t before = runtime::kernelLaunchCount();
     const Tensor loss = step(x, target);
-    return std::pair{runtime::kernelLaunchCount() - before, loss.cpu().item<float>()};
+    return std::tuple{runtime::kernelLaunchCount() - before, loss.cpu().item<float>(), step.lastNumEpilogues()};
   };
-  const auto [cpuKernels, cpuLoss] = kernelsOfAStep(Device::cpu());
-  const auto [kernels, loss] = kernelsOfAStep(dev);
-  // Plus, off the CPU, one upload of the step's per-call numbers (Note
-  // [Per-call values are uploaded together]).
-  EXPECT_EQ(kernels, cpuKernels + (dev.isCpu() ? 0 : 1));
+  const auto [cpuKernels, cpuLoss, cpuEpilogues] = kernelsOfAStep(Device::cpu());
+  const auto [kernels, loss, epilogues] = kernelsOfAStep(dev);
+  // Off the CPU, plus one upload of the step's per-call numbers (Note
+  // [Per-call values are uploaded together]) and a launch of each kernel
+  // the CPU runs as a matmul's epilogue (Note [Matmul epilogues]): the
+  // first layer's bias and ReLU at least (the second's bias is fused into
+  // the cross-entropy's row kernel).
+  EXPECT_GE(cpuEpilogues, 1);
+  EXPECT_EQ(epilogues, dev.isCpu() ? cpuEpilogues : 0);
+  EXPECT_EQ(kernels, cpuKernels + (dev.isCpu() ? 0 : 1 + cpuEpilogues));
   EXPECT_NEAR(loss, cpuLoss, 1e-5);
 }
 
