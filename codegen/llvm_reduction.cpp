@@ -78,8 +78,9 @@ constexpr int kSumInterleave = 4;
 // of kiln's kernels]). The second loads them back and folds them with the
 // fixed-order metadata: the same values added in the same order, so the
 // sums keep their bits. The buffer costs a store and a load per element,
-// from L1; the softmax pass goes from 1.97 to 1.6 cycles per element on
-// znver4 by llvm-mca (docs/fusion.md, "Transcendentals on AVX-512").
+// from L1; softmax's exp pass goes from 1.97 to 1.43 cycles per element
+// on znver4 by llvm-mca, its values interleaved (docs/fusion.md,
+// "Transcendentals on AVX-512").
 constexpr int kSumApartCost = 4;
 
 // The stash of Note [Stashed row values] (codegen/kernel.cpp): the row's
