@@ -7,6 +7,7 @@
 #include "codegen/cpu_compiler.h"
 #include "codegen/lowering_reduction.h"
 #include "codegen/target.h"
+#include "runtime/attention.h"
 #include "runtime/blas.h"
 #include "runtime/error.h"
 #include "runtime/indexing.h"
@@ -48,7 +49,9 @@ class CpuTarget final : public Target {
   const LibraryFunctions& libraries() const override {
     static const LibraryFunctions cpu{{&runtime::onHost<&runtime::matmul>},
                                       {&runtime::onHost<&runtime::indexSelect>},
-                                      {&runtime::onHost<&runtime::indexAdd>}};
+                                      {&runtime::onHost<&runtime::indexAdd>},
+                                      {&runtime::onHost<&runtime::attention>},
+                                      {&runtime::onHost<&runtime::attentionBackward>}};
     return cpu;
   }
 };

@@ -47,7 +47,7 @@ class CudaTarget final : public GpuTarget {
   const LibraryFunctions& libraries() const override {
     // cuBLAS launches its kernels on the stream, which a CUDA graph
     // captures; the index ops wait for their indices and cannot be.
-    static const LibraryFunctions cuda{{&cudaMatmul, true}, {&cudaIndexSelect}, {&cudaIndexAdd}};
+    static const LibraryFunctions cuda{{&cudaMatmul, true}, {&cudaIndexSelect}, {&cudaIndexAdd}, {}, {}};
     return cuda;
   }
 

@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 
+#include "ir/attention.h"
+#include "ir/scalar_formulas_random.h"
+#include "runtime/attention.h"
 #include "runtime/blas.h"
 #include "runtime/error.h"
 #include "runtime/indexing.h"
@@ -30,6 +33,45 @@ runtime::MatmulCall matmulCall(const ir::Node& node, std::span<const ir::Layout>
     c.batch.push_back(out.shape[d]);
     c.aBatchStrides.push_back(batchStride(a, inputs[0], d, ro - 2));
     c.bBatchStrides.push_back(batchStride(b, inputs[1], d, ro - 2));
+  }
+  return c;
+}
+
+/// attention and attention_backward: the batch dims, each operand's strides
+/// over them and over its two matrix dims (a mask's padded with 0s on the
+/// left where it has fewer dims, and 0 where it broadcasts).
+runtime::AttentionCall attentionCall(const ir::Node& node, std::span<const ir::Layout> inputs) {
+  const ir::AttentionOperands a = ir::attentionOperands(node.op(), node.numInputs(), node.attrs());
+  const ir::TensorType& q = node.input(0)->type();
+  const int r = q.rank();
+  runtime::AttentionCall c;
+  c.dtype = q.dtype;
+  c.batch.assign(q.shape.begin(), q.shape.end() - 2);
+  c.lq = q.shape[r - 2], c.e = q.shape[r - 1];
+  c.lk = node.input(1)->type().shape[r - 2], c.ev = node.input(2)->type().shape[r - 1];
+  c.scale = a.scale;
+  c.causal = a.causal;
+  if (a.mask >= 0)
+    c.mask = node.input(a.mask)->type().dtype == DType::boolean ? runtime::AttentionCall::Mask::boolean
+                                                                 : runtime::AttentionCall::Mask::additive;
+  if (a.p > 0) {
+    c.dropout = true;
+    c.dropThreshold = ir::formulas::dropoutThreshold(a.p);
+    c.dropScale = ir::formulas::dropoutScale(a.p);
+  }
+  const int operands = a.data + (a.mask >= 0 ? 1 : 0);
+  for (int i = 0; i < operands; ++i) {
+    const ir::TensorType& t = node.input(i)->type();
+    const std::vector<int64_t>& strides = inputs[i].strides;
+    runtime::AttentionOperand o;
+    const int pad = r - t.rank();  // a mask may have fewer dims
+    auto stride = [&](int d) {     // of the result's dim d
+      const int own = d - pad;
+      return own < 0 || t.shape[own] == 1 ? int64_t{0} : strides[own];
+    };
+    for (int d = 0; d < r - 2; ++d) o.batchStrides.push_back(stride(d));
+    o.rowStride = stride(r - 2), o.colStride = stride(r - 1);
+    c.operands.push_back(std::move(o));
   }
   return c;
 }
@@ -70,6 +112,9 @@ LoweredCall lowerLibrary(const ir::Node& node, std::span<const ir::Layout> input
   } else if (node.op() == ir::Op::index_add) {
     function = &functions.indexAdd;
     call.args = indexCall(node, inputs).encode();
+  } else if (node.op() == ir::Op::attention || node.op() == ir::Op::attention_backward) {
+    function = node.op() == ir::Op::attention ? &functions.attention : &functions.attentionBackward;
+    call.args = attentionCall(node, inputs).encode();
   } else {
     KILN_ASSERT(false, "{} has no library call", ir::opName(node.op()));
   }

@@ -21,7 +21,7 @@ class OpenCLTarget final : public GpuTarget {
     // CLBlast enqueues on the queue itself and the index ops wait for their
     // indices: none can be recorded into a command buffer.
     static const LibraryFunctions opencl{
-        {&runtime::opencl::matmul}, {&runtime::opencl::indexSelect}, {&runtime::opencl::indexAdd}};
+        {&runtime::opencl::matmul}, {&runtime::opencl::indexSelect}, {&runtime::opencl::indexAdd}, {}, {}};
     return opencl;
   }
 

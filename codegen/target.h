@@ -41,6 +41,8 @@ struct LibraryFunction {
 };
 struct LibraryFunctions {
   LibraryFunction matmul, indexSelect, indexAdd;
+  /// Only where ir::fusedAttentionOn says so (the CPU's).
+  LibraryFunction attention = {}, attentionBackward = {};
 };
 
 class Target {

@@ -44,7 +44,7 @@ namespace kiln {
 
 struct CompileOptions {
   /// The pass pipeline run on each traced graph.
-  std::string pipeline = "canonicalize,fold-constants,cse,dce,fuse-reductions,fuse-elementwise";
+  std::string pipeline = "canonicalize,fold-constants,cse,dce,fuse-attention,fuse-reductions,fuse-elementwise";
   /// Programs kept per compiled function, one per argument signature (dtype,
   /// shape, device and requires_grad of each argument), as
   /// torch._dynamo's cache_size_limit. Past it, a call with a new signature

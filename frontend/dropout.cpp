@@ -15,19 +15,21 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
   KILN_CHECK(isFloatingPoint(x.dtype()), "dropout: expected a floating-point dtype (f32, f64, f16, bf16), got {}",
              x.str());
   if (!training || p == 0.0) return x;
+  const std::vector<Tensor> draw = detail::dropoutDraw(generator, x.device());
+  return detail::dispatch(ir::Op::dropout, {x, draw[0], draw[1]}, {{"p", p}});
+}
+
+std::vector<Tensor> detail::dropoutDraw(Generator& generator, Device device) {
   // The draw's seed and offset are per-call values, so that a compiled
   // program draws afresh at every call (Note [Traced draws] in frontend/trace.h).
-  const ir::TensorType i64{DType::i64, {}, x.device()};
-  const std::vector<Tensor> draw = detail::perCall({{"seed", i64}, {"offset", i64}}, [generator]() mutable {
+  const ir::TensorType i64{DType::i64, {}, device};
+  return detail::perCall({{"seed", i64}, {"offset", i64}}, [generator]() mutable {
     const auto seed = static_cast<int64_t>(generator.seed());
     const auto offset = static_cast<int64_t>(generator.advance());
     // On the host: moved or uploaded by perCall (frontend/per_call.h).
     return std::vector<Tensor>{fromVector(std::vector<int64_t>{seed}, Shape{}, Device::cpu()),
                                fromVector(std::vector<int64_t>{offset}, Shape{}, Device::cpu())};
   });
-  const Tensor& seed = draw[0];
-  const Tensor& offset = draw[1];
-  return detail::dispatch(ir::Op::dropout, {x, seed, offset}, {{"p", p}});
 }
 
 }  // namespace kiln

@@ -21,4 +21,11 @@ namespace kiln {
 /// where x is NaN, inf or -0 (kiln selects, PyTorch multiplies by 0).
 Tensor dropout(const Tensor& x, double p, bool training = true, Generator& generator = defaultGenerator());
 
+namespace detail {
+/// One draw from `generator` as dropout's seed and offset (0-d i64 on the
+/// host), per call (Note [Traced draws]): for the ops that draw as dropout
+/// does (attention's dropout on its weights).
+std::vector<Tensor> dropoutDraw(Generator& generator, Device device);
+}  // namespace detail
+
 }  // namespace kiln

@@ -7,6 +7,7 @@
 //   kiln::Tensor y = f(x);
 #pragma once
 
+#include "frontend/attention.h"
 #include "frontend/autograd/autograd.h"
 #include "frontend/compile.h"
 #include "frontend/cuda.h"

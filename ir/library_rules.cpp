@@ -5,6 +5,8 @@
 // index's length at dim, of x's dtype).
 #include "ir/library_rules.h"
 
+#include "ir/attention.h"
+
 #include "runtime/error.h"
 
 namespace kiln::ir::detail {
@@ -82,6 +84,7 @@ TensorType inferLibrary(Op op, std::span<const TensorType> in, const Attributes&
   if (op == Op::matmul) return inferMatmul(in);
   if (op == Op::index_select) return inferIndexSelect(in, attrs);
   if (op == Op::index_add) return inferIndexAdd(in, attrs);
+  if (op == Op::attention || op == Op::attention_backward) return inferAttention(op, in, attrs);
   KILN_ASSERT(false, "inferLibrary called for {}", opName(op));
   return {};
 }

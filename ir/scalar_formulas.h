@@ -504,6 +504,8 @@ typename B::V emitOp(B& b, Op op, DType outType, std::span<const typename B::V> 
     case Op::matmul:
     case Op::index_select:
     case Op::index_add:
+    case Op::attention:
+    case Op::attention_backward:
     case Op::all_reduce:
     case Op::fusion: break;
   }

@@ -21,6 +21,8 @@ constexpr PassInfo kPasses[] = {
     {"fold-constants", "evaluate elementwise ops whose inputs are all constants", runFoldConstants},
     {"cse", "merge nodes that compute the same value (structural hashing)", runCse},
     {"dce", "remove nodes whose results are never used", runDce},
+    {"fuse-attention", "replace softmax(q k^T scale + mask) v, written as separate ops, by one attention op",
+     runFuseAttention},
     {"fuse-elementwise", "group chains of elementwise ops over one iteration domain into fusion nodes",
      runFuseElementwise},
     {"fuse-reductions", "fuse row reductions with their elementwise producers and consumers, one kernel per row",

@@ -15,6 +15,11 @@ bool runFuseElementwise(ir::Graph& graph, PassContext& context);
 /// and consumers, and reductions over the same rows, into fusion nodes (see
 /// passes/fuse_reductions.cpp); run it before fuse-elementwise.
 bool runFuseReductions(ir::Graph& graph, PassContext& context);
+/// fuse-attention: replaces softmax(q·kᵀ·scale + mask)·v written as
+/// separate ops (dropout on the weights included) by one `attention` node
+/// where it runs fused (see passes/fuse_attention.cpp); run it before the
+/// fusion passes.
+bool runFuseAttention(ir::Graph& graph, PassContext& context);
 /// cse: merges nodes that compute the same thing (same op, inputs,
 /// attributes and result types), keeping the first.
 bool runCse(ir::Graph& graph, PassContext& context);

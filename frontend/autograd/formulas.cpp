@@ -51,6 +51,7 @@ class Args {
   /// (a layout); not for the backward, which reads saved operands only.
   const Operand& original(size_t i) const { return originals_[i]; }
   const std::string& node() const { return node_; }
+  size_t size() const { return originals_.size(); }
   void dropOriginals() { originals_.clear(); }
 
  private:
@@ -351,7 +352,32 @@ Formula formulaFor(Op op, const ir::Attributes& attrs, std::shared_ptr<Args> a, 
         return std::vector<Tensor>{g, Tensor(), dsource ? indexSelect(g, dim, (*a)[1].tensor) : Tensor()};
       };
     }
+    // attention: one attention_backward call computes the three gradients
+    // (runtime/attention.h), each a view of its result. The mask and the
+    // draw's seed and offset get none (kiln::scaledDotProductAttention
+    // refuses a mask that requires grad).
+    case Op::attention: {
+      const int n = static_cast<int>(a->size());
+      for (int i = 0; i < n; ++i) a->save(static_cast<size_t>(i));
+      auto y = std::make_shared<SavedTensor>(result);
+      return [a, y, attrs, n](const Tensor& g) {
+        std::vector<Operand> operands = {(*a)[0], (*a)[1], (*a)[2], y->unpack(a->node()), g};
+        for (int i = 3; i < n; ++i) operands.push_back((*a)[static_cast<size_t>(i)]);
+        const Tensor flat = detail::dispatch(Op::attention_backward, std::move(operands), attrs);
+        std::vector<Tensor> grads;
+        int64_t at = 0;
+        for (int i = 0; i < 3; ++i) {
+          const Shape& shape = (*a)[static_cast<size_t>(i)].tensor.shape();
+          const int64_t count = std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+          grads.push_back(flat.narrow(0, at, count).view(shape));
+          at += count;
+        }
+        grads.resize(static_cast<size_t>(n));
+        return grads;
+      };
+    }
     // No gradient: integer or bool results, random fills and constants.
+    case Op::attention_backward:  // not differentiable twice: Note [Flash attention on the CPU]
     case Op::eq:
     case Op::ne:
     case Op::lt:

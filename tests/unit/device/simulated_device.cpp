@@ -321,7 +321,9 @@ class SimTarget final : public codegen::Target {
   const codegen::LibraryFunctions& libraries() const override {
     static const codegen::LibraryFunctions sim{{&simulatedCall<&runtime::matmul>},
                                                {&simulatedCall<&runtime::indexSelect>},
-                                               {&simulatedCall<&runtime::indexAdd>}};
+                                               {&simulatedCall<&runtime::indexAdd>},
+                                               {},
+                                               {}};
     return sim;
   }
 };

@@ -119,6 +119,26 @@ std::multimap<ir::Op, Case> cases() {
       {leaf({5, 3}, 73)});
   add(Op::index_add, "repeated indices",
       [index](auto& x) { return indexAdd(x[0], 0, index, x[1]) * x[0]; }, {leaf({4, 3}, 74), leaf({4, 3}, 75)});
+  // attention: the fused op's own backward (runtime/attention.h) through
+  // blocks of 64 keys and queries (70 of each), heads as strided views, a
+  // broadcast additive mask, the causal option and dropout (the generator
+  // put back before each evaluation, as for dropout).
+  add(Op::attention, "strided heads, additive mask",
+      [](auto& x) {
+        AttentionOptions o;
+        o.attnMask = x[3];
+        return scaledDotProductAttention(x[0].transpose(0, 1), x[1].transpose(0, 1), x[2].transpose(0, 1), o);
+      },
+      {leaf({70, 2, 5}, 76), leaf({70, 2, 5}, 77), leaf({70, 2, 3}, 78), leaf({70, 70}, 79).detach()});
+  Generator attentionGen(80);
+  add(Op::attention, "causal, dropout, more keys than queries",
+      [attentionGen](auto& x) mutable {
+        attentionGen.setOffset(0);
+        AttentionOptions o;
+        o.isCausal = true, o.dropoutP = 0.3, o.generator = &attentionGen;
+        return scaledDotProductAttention(x[0], x[1], x[2], o);
+      },
+      {leaf({2, 3, 4}, 81), leaf({2, 66, 4}, 82), leaf({2, 66, 2}, 83)});
   return c;
 }
 
