@@ -229,14 +229,14 @@ KILN_TILE_INLINE void packColumns(const View<T>& x, int64_t b, int64_t r0, int64
 /// rows (ld qld) and packed kᵀ [E][colsPad]: q·k·scale, plus the additive
 /// mask; -inf where the causal option or a bool mask excludes the key, and
 /// past cols.
-template <typename T>
-KILN_TILE_INLINE void scores(const Problem<T>& pr, int64_t b, const T* q, int64_t qld, const T* kt, int64_t i0,
-                             int64_t rows, int64_t j0, int64_t cols, T* s) {
+template <typename T, int VB>
+KILN_TILE_INLINE void scores(const Problem<T>& pr, int64_t b, const T* q, int64_t qld, const T* kt, int64_t ktld,
+                             int64_t i0, int64_t rows, int64_t j0, int64_t cols, T* s) {
   const AttentionCall& c = *pr.call;
   const int64_t colsPad = padded(cols), rows4 = padded(rows, kRowStep);
   const T inf = std::numeric_limits<T>::infinity(), scale = static_cast<T>(c.scale);
   std::fill(s, s + rows4 * kBlockCols, T(0));
-  gemmTile(q, qld, kt, colsPad, s, kBlockCols, rows4, colsPad, c.e);
+  gemmTile<T, VB>(q, qld, kt, ktld, s, kBlockCols, rows4, colsPad, c.e);
   for (int64_t i = 0; i < rows; ++i) {
     T* row = s + i * kBlockCols;
     for (int64_t j = 0; j < cols; ++j) row[j] *= scale;
@@ -253,67 +253,74 @@ KILN_TILE_INLINE void scores(const Problem<T>& pr, int64_t b, const T* q, int64_
   }
 }
 
-/// Σ x[j], j < n (a multiple of kPad), in kPad lanes, then in double.
+/// Keys and values of one batch index packed for the forward's blocks:
+/// kᵀ [E][lkPad] and v [lkPad][evPad], zero past Lk and Ev.
 template <typename T>
-KILN_TILE_INLINE double rowSum(const T* x, int64_t n) {
-  T lanes[attention_tiles::kPad] = {};
-  for (int64_t j = 0; j < n; j += attention_tiles::kPad)
-    for (int64_t u = 0; u < attention_tiles::kPad; ++u) lanes[u] += x[j + u];
-  double sum = 0;
-  for (T lane : lanes) sum += static_cast<double>(lane);
-  return sum;
+struct PackedKeys {
+  std::vector<T> kt, v;
+};
+
+template <typename T>
+void packKeys(const Problem<T>& pr, int64_t b, PackedKeys<T>& p) {
+  const AttentionCall& c = *pr.call;
+  const int64_t lkPad = padded(c.lk, kBlockCols), evPad = padded(c.ev);
+  p.kt.assign(static_cast<size_t>(c.e * lkPad), T(0));
+  p.v.assign(static_cast<size_t>(lkPad * evPad), T(0));
+  packColumns(pr.k, b, 0, c.lk, c.e, p.kt.data(), lkPad);
+  packRows(pr.v, b, 0, c.lk, c.ev, p.v.data(), evPad);
 }
 
-/// The forward of query block `block` (of batch index b): Note [Flash
+/// The forward of query block `block` of batch index b: Note [Flash
 /// attention on the CPU].
-template <typename T>
-KILN_TILE_INLINE void forwardBlock(const Problem<T>& pr, T* out, int64_t b, int64_t block) {
+template <typename T, int VB>
+KILN_TILE_INLINE void forwardBlock(const Problem<T>& pr, const PackedKeys<T>& keys, T* out, int64_t b, int64_t block) {
   const AttentionCall& c = *pr.call;
   const int64_t i0 = block * kBlockRows, rows = std::min(kBlockRows, c.lq - i0), rows4 = padded(rows, kRowStep);
-  const int64_t evPad = padded(c.ev);
+  const int64_t evPad = padded(c.ev), lkPad = padded(c.lk, kBlockCols);
   const T inf = std::numeric_limits<T>::infinity();
-  std::vector<T> qb(static_cast<size_t>(rows4 * c.e), T(0)), kt(static_cast<size_t>(c.e * kBlockCols));
-  std::vector<T> vb(static_cast<size_t>(kBlockCols * evPad), T(0)), s(static_cast<size_t>(kBlockRows * kBlockCols));
-  std::vector<T> acc(static_cast<size_t>(rows4 * evPad), T(0)), z(static_cast<size_t>(kBlockCols));
-  std::vector<T> m(static_cast<size_t>(rows), -inf);
-  std::vector<double> l(static_cast<size_t>(rows), 0.0);
-  packRows(pr.q, b, i0, rows, c.e, qb.data(), c.e);
+  attention_tiles::Scratch<T>& scratch = attention_tiles::Scratch<T>::local();
+  scratch.reset(rows4 * c.e + kBlockRows * kBlockCols + rows4 * evPad + kBlockCols + rows);
+  T* qb = scratch.take(rows4 * c.e, T(0));
+  T* s = scratch.take(kBlockRows * kBlockCols, T(0));
+  T* acc = scratch.take(rows4 * evPad, T(0));
+  T* z = scratch.take(kBlockCols, T(1));
+  T* m = scratch.take(rows, -inf);
+  attention_tiles::Scratch<double, 1>& sums = attention_tiles::Scratch<double, 1>::local();
+  sums.reset(rows);
+  double* l = sums.take(rows, 0.0);
+  packRows(pr.q, b, i0, rows, c.e, qb, c.e);
   const int64_t end = keyEnd(c, i0, rows);
   for (int64_t j0 = 0; j0 < end; j0 += kBlockCols) {
     const int64_t cols = std::min(kBlockCols, end - j0), colsPad = padded(cols);
-    std::fill(kt.begin(), kt.end(), T(0));
-    packColumns(pr.k, b, j0, cols, c.e, kt.data(), colsPad);
-    packRows(pr.v, b, j0, cols, c.ev, vb.data(), evPad);
-    scores(pr, b, qb.data(), c.e, kt.data(), i0, rows, j0, cols, s.data());
+    scores<T, VB>(pr, b, qb, c.e, keys.kt.data() + j0, lkPad, i0, rows, j0, cols, s);
     for (int64_t i = 0; i < rows; ++i) {
-      T* row = s.data() + i * kBlockCols;
-      T top = -inf;
-      for (int64_t j = 0; j < cols; ++j) top = row[j] > top ? row[j] : top;
-      const T mNew = std::max(m[i], top);
+      T* row = s + i * kBlockCols;
+      const T mNew = std::max(m[i], attention_tiles::rowMax<T, VB>(row, colsPad));
       if (mNew == -inf) {  // every key so far excluded: nothing to add yet
         std::fill(row, row + colsPad, T(0));
         continue;
       }
       for (int64_t j = 0; j < colsPad; ++j) row[j] -= mNew;
-      attention_tiles::expRow(row, colsPad);
-      const double sum = rowSum(row, colsPad);
+      attention_tiles::expRow<T, VB>(row, colsPad);
+      const double sum = attention_tiles::rowSum<T, VB>(row, colsPad);
       if (mNew != m[i]) {
         const T correction = std::exp(m[i] - mNew);
         l[i] *= static_cast<double>(correction);
-        T* a = acc.data() + i * evPad;
+        T* a = acc + i * evPad;
         for (int64_t e = 0; e < evPad; ++e) a[e] *= correction;
         m[i] = mNew;
       }
       l[i] += sum;
       if (pr.dropout) {
-        pr.dropFactors(b, i0 + i, j0, cols, z.data());
+        pr.dropFactors(b, i0 + i, j0, cols, z);
         for (int64_t j = 0; j < cols; ++j) row[j] *= z[j];
       }
     }
-    gemmTile(s.data(), kBlockCols, vb.data(), evPad, acc.data(), evPad, rows4, evPad, cols);
+    gemmTile<T, VB>(s, kBlockCols, keys.v.data() + j0 * evPad, evPad, acc, evPad, rows4, evPad, cols);
   }
   for (int64_t i = 0; i < rows; ++i) {
-    const T inverse = static_cast<T>(1.0 / l[i]);  // 1/0 = inf and 0·inf = NaN: a row with every key excluded
+    // A row with every key excluded has l = 0: NaN, as the unfused softmax's 0/0.
+    const T inverse = static_cast<T>(1.0 / l[i]);
     for (int64_t e = 0; e < c.ev; ++e) {
       const T a = acc[static_cast<size_t>(i * evPad + e)];
       out[(b * c.lq + i0 + i) * c.ev + e] = l[i] == 0.0 ? std::numeric_limits<T>::quiet_NaN() : a * inverse;
@@ -321,14 +328,16 @@ KILN_TILE_INLINE void forwardBlock(const Problem<T>& pr, T* out, int64_t b, int6
   }
 }
 
-template <typename T>
-KILN_TILE_INLINE void forwardRange(const Problem<T>& pr, T* out, int64_t begin, int64_t end) {
+/// Query blocks [begin, end) of the flat (batch index, block) order.
+template <typename T, int VB>
+KILN_TILE_INLINE void forwardRange(const Problem<T>& pr, const std::vector<PackedKeys<T>>& keys, T* out,
+                                   int64_t begin, int64_t end) {
   const int64_t blocks = (pr.call->lq + kBlockRows - 1) / kBlockRows;
-  for (int64_t t = begin; t < end; ++t) forwardBlock(pr, out, t / blocks, t % blocks);
+  for (int64_t t = begin; t < end; ++t) forwardBlock<T, VB>(pr, keys[static_cast<size_t>(t / blocks)], out, t / blocks, t % blocks);
 }
 
 /// The backward of batch index b: Note [Flash attention on the CPU].
-template <typename T>
+template <typename T, int VB>
 KILN_TILE_INLINE void backwardBatch(const Problem<T>& pr, T* dq, T* dk, T* dv, int64_t b) {
   const AttentionCall& c = *pr.call;
   const T inf = std::numeric_limits<T>::infinity();
@@ -336,41 +345,52 @@ KILN_TILE_INLINE void backwardBatch(const Problem<T>& pr, T* dq, T* dk, T* dv, i
   const T scale = static_cast<T>(c.scale);
   // The whole head's q, dO and dQ, packed; then the key block's k, kᵀ, vᵀ,
   // dK and dV, and the block products.
-  std::vector<T> q(static_cast<size_t>(lqPad * ePad), T(0)), dO(static_cast<size_t>(lqPad * evPad), T(0));
-  std::vector<T> dQ(static_cast<size_t>(lqPad * ePad), T(0));
-  std::vector<T> kb(static_cast<size_t>(kBlockCols * ePad)), kt(static_cast<size_t>(c.e * kBlockCols));
-  std::vector<T> vt(static_cast<size_t>(c.ev * kBlockCols)), dK(static_cast<size_t>(kBlockCols * ePad));
-  std::vector<T> dV(static_cast<size_t>(kBlockCols * evPad));
-  std::vector<T> s(static_cast<size_t>(kBlockRows * kBlockCols)), dP(static_cast<size_t>(kBlockRows * kBlockCols));
-  std::vector<T> z(static_cast<size_t>(kBlockRows * kBlockCols), T(1));
-  std::vector<T> t(static_cast<size_t>(kBlockCols * kBlockRows));
-  std::vector<T> m(static_cast<size_t>(c.lq), -inf), lse(static_cast<size_t>(c.lq));
-  std::vector<double> l(static_cast<size_t>(c.lq), 0.0), d(static_cast<size_t>(c.lq), 0.0);
-  packRows(pr.q, b, 0, c.lq, c.e, q.data(), ePad);
-  packRows(pr.dout, b, 0, c.lq, c.ev, dO.data(), evPad);
+  const int64_t block = kBlockRows * kBlockCols;
+  attention_tiles::Scratch<T>& scratch = attention_tiles::Scratch<T>::local();
+  scratch.reset(lqPad * (2 * ePad + evPad) + kBlockCols * (2 * ePad + evPad) + (c.e + c.ev) * kBlockCols +
+                4 * block + 2 * c.lq);
+  T* q = scratch.take(lqPad * ePad, T(0));
+  T* dO = scratch.take(lqPad * evPad, T(0));
+  T* dQ = scratch.take(lqPad * ePad, T(0));
+  T* kb = scratch.take(kBlockCols * ePad, T(0));
+  T* kt = scratch.take(c.e * kBlockCols, T(0));
+  T* vt = scratch.take(c.ev * kBlockCols, T(0));
+  T* dK = scratch.take(kBlockCols * ePad, T(0));
+  T* dV = scratch.take(kBlockCols * evPad, T(0));
+  T* s = scratch.take(block, T(0));   // scores, then P
+  T* pd = scratch.take(block, T(0));  // P̃, the dropped weights
+  T* dP = scratch.take(block, T(0));  // dP̃, then dS·scale
+  T* z = scratch.take(block, T(1));   // dropout's factors
+  T* m = scratch.take(c.lq, -inf);
+  T* lse = scratch.take(c.lq, T(0));
+  attention_tiles::Scratch<double, 1>& sums = attention_tiles::Scratch<double, 1>::local();
+  sums.reset(2 * c.lq);
+  double* l = sums.take(c.lq, 0.0);
+  double* d = sums.take(c.lq, 0.0);
+  packRows(pr.q, b, 0, c.lq, c.e, q, ePad);
+  packRows(pr.dout, b, 0, c.lq, c.ev, dO, evPad);
   for (int64_t i = 0; i < c.lq; ++i)
     for (int64_t e = 0; e < c.ev; ++e)
       d[i] += static_cast<double>(pr.dout.at(b, i, e)) * static_cast<double>(pr.out.at(b, i, e));
-  auto packKeys = [&](int64_t j0, int64_t cols) {
-    std::fill(kt.begin(), kt.end(), T(0));
-    packColumns(pr.k, b, j0, cols, c.e, kt.data(), padded(cols));
+  auto packKeyBlock = [&](int64_t j0, int64_t cols) {
+    std::fill(kt, kt + c.e * kBlockCols, T(0));
+    packColumns(pr.k, b, j0, cols, c.e, kt, padded(cols));
   };
   // 1. Each row's log-sum-exp, key block by key block.
   for (int64_t j0 = 0; j0 < c.lk; j0 += kBlockCols) {
     const int64_t cols = std::min(kBlockCols, c.lk - j0), colsPad = padded(cols);
-    packKeys(j0, cols);
+    packKeyBlock(j0, cols);
     for (int64_t i0 = c.causal ? j0 / kBlockRows * kBlockRows : 0; i0 < c.lq; i0 += kBlockRows) {
       const int64_t rows = std::min(kBlockRows, c.lq - i0);
-      scores(pr, b, q.data() + i0 * ePad, ePad, kt.data(), i0, rows, j0, cols, s.data());
+      scores<T, VB>(pr, b, q + i0 * ePad, ePad, kt, colsPad, i0, rows, j0, cols, s);
       for (int64_t i = 0; i < rows; ++i) {
-        T* row = s.data() + i * kBlockCols;
-        T top = -inf;
-        for (int64_t j = 0; j < cols; ++j) top = row[j] > top ? row[j] : top;
-        const T mNew = std::max(m[i0 + i], top);
+        T* row = s + i * kBlockCols;
+        const T mNew = std::max(m[i0 + i], attention_tiles::rowMax<T, VB>(row, colsPad));
         if (mNew == -inf) continue;
         for (int64_t j = 0; j < colsPad; ++j) row[j] -= mNew;
-        attention_tiles::expRow(row, colsPad);
-        l[i0 + i] = l[i0 + i] * std::exp(static_cast<double>(m[i0 + i] - mNew)) + rowSum(row, colsPad);
+        attention_tiles::expRow<T, VB>(row, colsPad);
+        l[i0 + i] = l[i0 + i] * std::exp(static_cast<double>(m[i0 + i] - mNew)) +
+                    attention_tiles::rowSum<T, VB>(row, colsPad);
         m[i0 + i] = mNew;
       }
     }
@@ -379,44 +399,53 @@ KILN_TILE_INLINE void backwardBatch(const Problem<T>& pr, T* dq, T* dk, T* dv, i
   // 2. Each key block's dK and dV, and its part of dQ.
   for (int64_t j0 = 0; j0 < c.lk; j0 += kBlockCols) {
     const int64_t cols = std::min(kBlockCols, c.lk - j0), colsPad = padded(cols);
-    packKeys(j0, cols);
-    std::fill(kb.begin(), kb.end(), T(0));
-    packRows(pr.k, b, j0, cols, c.e, kb.data(), ePad);
-    std::fill(vt.begin(), vt.end(), T(0));
-    packColumns(pr.v, b, j0, cols, c.ev, vt.data(), colsPad);
-    std::fill(dK.begin(), dK.end(), T(0));
-    std::fill(dV.begin(), dV.end(), T(0));
+    packKeyBlock(j0, cols);
+    std::fill(kb, kb + kBlockCols * ePad, T(0));
+    packRows(pr.k, b, j0, cols, c.e, kb, ePad);
+    std::fill(vt, vt + c.ev * kBlockCols, T(0));
+    packColumns(pr.v, b, j0, cols, c.ev, vt, colsPad);
+    std::fill(dK, dK + kBlockCols * ePad, T(0));
+    std::fill(dV, dV + kBlockCols * evPad, T(0));
     for (int64_t i0 = c.causal ? j0 / kBlockRows * kBlockRows : 0; i0 < c.lq; i0 += kBlockRows) {
       const int64_t rows = std::min(kBlockRows, c.lq - i0), rows4 = padded(rows, kRowStep);
-      scores(pr, b, q.data() + i0 * ePad, ePad, kt.data(), i0, rows, j0, cols, s.data());
-      // s becomes P, t the dropped weights P̃ transposed.
+      scores<T, VB>(pr, b, q + i0 * ePad, ePad, kt, colsPad, i0, rows, j0, cols, s);
+      // s becomes P, pd the dropped weights P̃ (P itself without dropout).
+      T* dropped = pr.dropout ? pd : s;
       for (int64_t i = 0; i < rows4; ++i) {
-        T* row = s.data() + i * kBlockCols;
+        T* row = s + i * kBlockCols;
         if (i >= rows) {
           std::fill(row, row + colsPad, T(0));
-        } else {
-          for (int64_t j = 0; j < colsPad; ++j) row[j] -= lse[i0 + i];
-          attention_tiles::expRow(row, colsPad);
-          if (pr.dropout) pr.dropFactors(b, i0 + i, j0, cols, z.data() + i * kBlockCols);
+          std::fill(dropped + i * kBlockCols, dropped + i * kBlockCols + colsPad, T(0));
+          continue;
         }
-        for (int64_t j = 0; j < colsPad; ++j) t[j * kBlockRows + i] = row[j] * z[i * kBlockCols + j];
+        const T rowLse = lse[i0 + i];
+        for (int64_t j = 0; j < colsPad; ++j) row[j] -= rowLse;
+        attention_tiles::expRow<T, VB>(row, colsPad);
+        if (pr.dropout) {
+          T* zi = z + i * kBlockCols;
+          pr.dropFactors(b, i0 + i, j0, cols, zi);
+          for (int64_t j = 0; j < colsPad; ++j) pd[i * kBlockCols + j] = row[j] * zi[j];
+        }
       }
-      gemmTile(t.data(), kBlockRows, dO.data() + i0 * evPad, evPad, dV.data(), evPad, colsPad, evPad, rows);
-      std::fill(dP.begin(), dP.begin() + rows4 * kBlockCols, T(0));
-      gemmTile(dO.data() + i0 * evPad, evPad, vt.data(), colsPad, dP.data(), kBlockCols, rows4, colsPad, c.ev);
-      // dP becomes dS·scale, t its transpose.
+      // dV += P̃ᵀ·dO, dP̃ = dO·vᵀ.
+      gemmTile<T, VB, true>(dropped, kBlockCols, dO + i0 * evPad, evPad, dV, evPad, colsPad, evPad, rows);
+      std::fill(dP, dP + rows4 * kBlockCols, T(0));
+      gemmTile<T, VB>(dO + i0 * evPad, evPad, vt, colsPad, dP, kBlockCols, rows4, colsPad, c.ev);
+      // dP becomes dS·scale = P ∘ (dP̃ ∘ Z - D)·scale.
       for (int64_t i = 0; i < rows4; ++i) {
         const T di = i < rows ? static_cast<T>(d[i0 + i]) : T(0);
-        for (int64_t j = 0; j < colsPad; ++j) {
-          const int64_t at = i * kBlockCols + j;
-          const T p = s[at];
-          const T ds = p == T(0) ? T(0) : p * (dP[at] * z[at] - di) * scale;
-          dP[at] = ds;
-          t[j * kBlockRows + i] = ds;
+        const T* p = s + i * kBlockCols;
+        T* ds = dP + i * kBlockCols;
+        if (pr.dropout) {
+          const T* zi = z + i * kBlockCols;
+          for (int64_t j = 0; j < colsPad; ++j) ds[j] = p[j] == T(0) ? T(0) : p[j] * (ds[j] * zi[j] - di) * scale;
+        } else {
+          for (int64_t j = 0; j < colsPad; ++j) ds[j] = p[j] == T(0) ? T(0) : p[j] * (ds[j] - di) * scale;
         }
       }
-      gemmTile(dP.data(), kBlockCols, kb.data(), ePad, dQ.data() + i0 * ePad, ePad, rows4, ePad, cols);
-      gemmTile(t.data(), kBlockRows, q.data() + i0 * ePad, ePad, dK.data(), ePad, colsPad, ePad, rows);
+      // dQ += dS·k·scale, dK += dSᵀ·q·scale.
+      gemmTile<T, VB>(dP, kBlockCols, kb, ePad, dQ + i0 * ePad, ePad, rows4, ePad, cols);
+      gemmTile<T, VB, true>(dP, kBlockCols, q + i0 * ePad, ePad, dK, ePad, colsPad, ePad, rows);
     }
     for (int64_t j = 0; j < cols; ++j) {
       for (int64_t e = 0; e < c.e; ++e) dk[(b * c.lk + j0 + j) * c.e + e] = dK[j * ePad + e];
@@ -427,33 +456,67 @@ KILN_TILE_INLINE void backwardBatch(const Problem<T>& pr, T* dq, T* dk, T* dv, i
     for (int64_t e = 0; e < c.e; ++e) dq[(b * c.lq + i) * c.e + e] = dQ[i * ePad + e];
 }
 
-template <typename T>
+template <typename T, int VB>
 KILN_TILE_INLINE void backwardRange(const Problem<T>& pr, T* grads, int64_t begin, int64_t end) {
   const AttentionCall& c = *pr.call;
   T* dq = grads;
   T* dk = dq + pr.batches * c.lq * c.e;
   T* dv = dk + pr.batches * c.lk * c.e;
-  for (int64_t b = begin; b < end; ++b) backwardBatch(pr, dq, dk, dv, b);
+  for (int64_t b = begin; b < end; ++b) backwardBatch<T, VB>(pr, dq, dk, dv, b);
 }
 
-// One clone per x86 ISA level (Note [Flash attention on the CPU]).
+// The block functions once per x86 level, each with the vector width of its
+// level (Note [Flash attention on the CPU]); `isa` picks one at run time.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define KILN_ISA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define KILN_X86_LEVELS 1
+#define KILN_TARGET(level) __attribute__((target("arch=" level)))
 #else
-#define KILN_ISA_CLONES
+#define KILN_TARGET(level)
 #endif
 
-KILN_ISA_CLONES void forwardF32(const Problem<float>& pr, float* out, int64_t begin, int64_t end) {
-  forwardRange(pr, out, begin, end);
+template <typename T>
+using ForwardFn = void (*)(const Problem<T>&, const std::vector<PackedKeys<T>>&, T*, int64_t, int64_t);
+template <typename T>
+using BackwardFn = void (*)(const Problem<T>&, T*, int64_t, int64_t);
+
+#define KILN_ATTENTION_LEVEL(suffix, level, VB)                                                                     \
+  template <typename T>                                                                                            \
+  KILN_TARGET(level)                                                                                               \
+  void forward##suffix(const Problem<T>& pr, const std::vector<PackedKeys<T>>& keys, T* out, int64_t begin,        \
+                       int64_t end) {                                                                              \
+    forwardRange<T, VB>(pr, keys, out, begin, end);                                                                \
+  }                                                                                                                \
+  template <typename T>                                                                                            \
+  KILN_TARGET(level) void backward##suffix(const Problem<T>& pr, T* grads, int64_t begin, int64_t end) {           \
+    backwardRange<T, VB>(pr, grads, begin, end);                                                                   \
+  }
+KILN_ATTENTION_LEVEL(V4, "x86-64-v4", 64)
+KILN_ATTENTION_LEVEL(V3, "x86-64-v3", 32)
+KILN_ATTENTION_LEVEL(Base, "x86-64", 16)
+#undef KILN_ATTENTION_LEVEL
+
+/// The x86 level the block functions run at: 4 (AVX-512), 3 (AVX2) or the baseline.
+int isaLevel() {
+#ifdef KILN_X86_LEVELS
+  static const int level = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("x86-64-v4") ? 4 : __builtin_cpu_supports("x86-64-v3") ? 3 : 1;
+  }();
+  return level;
+#else
+  return 1;
+#endif
 }
-KILN_ISA_CLONES void forwardF64(const Problem<double>& pr, double* out, int64_t begin, int64_t end) {
-  forwardRange(pr, out, begin, end);
+
+template <typename T>
+ForwardFn<T> forwardFn() {
+  const int level = isaLevel();
+  return level == 4 ? &forwardV4<T> : level == 3 ? &forwardV3<T> : &forwardBase<T>;
 }
-KILN_ISA_CLONES void backwardF32(const Problem<float>& pr, float* grads, int64_t begin, int64_t end) {
-  backwardRange(pr, grads, begin, end);
-}
-KILN_ISA_CLONES void backwardF64(const Problem<double>& pr, double* grads, int64_t begin, int64_t end) {
-  backwardRange(pr, grads, begin, end);
+template <typename T>
+BackwardFn<T> backwardFn() {
+  const int level = isaLevel();
+  return level == 4 ? &backwardV4<T> : level == 3 ? &backwardV3<T> : &backwardBase<T>;
 }
 
 template <typename T>
@@ -461,13 +524,19 @@ void runForward(const AttentionCall& c, std::span<void* const> buffers) {
   const Problem<T> pr = problem<T>(c, buffers, false);
   T* out = static_cast<T*>(buffers.back());
   if (pr.batches == 0 || c.lq == 0 || c.ev == 0) return;
-  const int64_t blocks = (c.lq + kBlockRows - 1) / kBlockRows;
-  ThreadPool::instance().parallelFor(pr.batches * blocks, 1, [&](int64_t begin, int64_t end) {
-    if constexpr (sizeof(T) == 4)
-      forwardF32(pr, out, begin, end);
-    else
-      forwardF64(pr, out, begin, end);
+  ThreadPool& pool = ThreadPool::instance();
+  // Kept by the calling thread from call to call (Scratch's reason); the
+  // workers reach it through `keys` (a thread_local named in the lambdas
+  // would be each worker's own).
+  thread_local std::vector<PackedKeys<T>> kept;
+  if (static_cast<int64_t>(kept.size()) < pr.batches) kept.resize(static_cast<size_t>(pr.batches));
+  std::vector<PackedKeys<T>>& keys = kept;
+  pool.parallelFor(pr.batches, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) packKeys(pr, b, keys[static_cast<size_t>(b)]);
   });
+  const int64_t blocks = (c.lq + kBlockRows - 1) / kBlockRows;
+  const ForwardFn<T> fn = forwardFn<T>();
+  pool.parallelFor(pr.batches * blocks, 1, [&](int64_t begin, int64_t end) { fn(pr, keys, out, begin, end); });
 }
 
 template <typename T>
@@ -479,12 +548,8 @@ void runBackward(const AttentionCall& c, std::span<void* const> buffers) {
     std::fill(grads, grads + pr.batches * (c.lq * c.e + c.lk * (c.e + c.ev)), T(0));
     return;
   }
-  ThreadPool::instance().parallelFor(pr.batches, 1, [&](int64_t begin, int64_t end) {
-    if constexpr (sizeof(T) == 4)
-      backwardF32(pr, grads, begin, end);
-    else
-      backwardF64(pr, grads, begin, end);
-  });
+  const BackwardFn<T> fn = backwardFn<T>();
+  ThreadPool::instance().parallelFor(pr.batches, 1, [&](int64_t begin, int64_t end) { fn(pr, grads, begin, end); });
 }
 }  // namespace
 
