@@ -89,8 +89,7 @@ Tensor transformerBlock(const Tensor& x, const TransformerBlockWeights& p, int64
   // through their strides.
   auto head = [&](int64_t part) { return qkv.narrow(1, part * d, d).view({seq, heads, dh}).transpose(0, 1); };
   const Tensor q = head(0), k = head(1), v = head(2);
-  const Tensor attn = softmax(matmul(q, k.transpose(1, 2)) * (1.0 / std::sqrt(static_cast<double>(dh))), -1);
-  const Tensor o = matmul(attn, v).transpose(0, 1).reshape({seq, d});  // heads back side by side: a copy
+  const Tensor o = scaledDotProductAttention(q, k, v).transpose(0, 1).reshape({seq, d});  // heads side by side: a copy
   const Tensor h = x + linear(o, p.wO, p.bO);
   const Tensor m = linear(gelu(linear(layerNorm(h, {d}, p.ln2W, p.ln2B), p.w1, p.b1)), p.w2, p.b2);
   return h + m;
@@ -172,6 +171,13 @@ const std::vector<Model>& table() {
       {"softmax", "softmax over the last dim of f32[8192,1024]: amax, sub, exp, sum, div",
        [](const std::vector<Tensor>& in) { return std::vector<Tensor>{softmax(in[0], -1)}; },
        {f32({8192, 1024})}},
+      {"attention",
+       "softmax(q·kᵀ/8)·v written as separate ops, q, k, v f32[8,1024,64]: eagerly 2 matmuls and a softmax over "
+       "f32[8,1024,1024]; compiled, fuse-attention makes it one fused attention call",
+       [](const std::vector<Tensor>& in) {
+         return std::vector<Tensor>{matmul(softmax(matmul(in[0], in[1].transpose(1, 2)) * 0.125, -1), in[2])};
+       },
+       {f32({8, 1024, 64}), f32({8, 1024, 64}), f32({8, 1024, 64})}},
       {"matmul", "matmul of f32[1024,1024] by f32[1024,1024]: one BLAS call",
        [](const std::vector<Tensor>& in) { return std::vector<Tensor>{matmul(in[0], in[1])}; },
        {f32({1024, 1024}), f32({1024, 1024})}},
@@ -205,7 +211,7 @@ const std::vector<Model>& table() {
        {f32({4096, 4096}), f32({4096})}},
       {"transformer_block",
        "a pre-LN transformer block forward, seq 512, d 512, 8 heads, MLP 2048: layer norms, QKV and output "
-       "projections, batched per-head attention with softmax, GELU, residuals (matmuls through the BLAS)",
+       "projections, per-head fused attention (scaledDotProductAttention), GELU, residuals (matmuls through the BLAS)",
        [](const std::vector<Tensor>& in) {
          return std::vector<Tensor>{transformerBlock(
              in[0], {in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8], in[9], in[10], in[11], in[12]},

@@ -50,8 +50,9 @@ Tensor biasGelu(const Tensor& x, const Tensor& b);
 /// A pre-LN transformer block's forward pass on x [seq, d], no mask:
 ///   h = x + attention(layerNorm(x)),  out = h + mlp(layerNorm(h))
 /// attention: one QKV linear [3d, d], per-head scaled dot products
-/// softmax(q·kᵀ / √dh)·v as batched matmuls over the heads (q, k, v are
-/// views of the QKV result), an output projection [d, d]; mlp: linear
+/// softmax(q·kᵀ / √dh)·v through kiln::scaledDotProductAttention (fused on
+/// the CPU; q, k, v are views of the QKV result), an output projection
+/// [d, d]; mlp: linear
 /// [4d, d], GELU (exact), linear [d, 4d]. Every linear has a bias.
 struct TransformerBlockWeights {
   Tensor ln1W, ln1B, wQkv, bQkv, wO, bO, ln2W, ln2B, w1, b1, w2, b2;

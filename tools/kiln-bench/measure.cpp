@@ -39,14 +39,35 @@ std::vector<unsigned char> hostBytes(const Tensor& t) {
   return bytes;
 }
 
+// The first element where `compiled` is more than tolerance·(1 + max
+// |eager|) from `eager` (a NaN matches a NaN only), or "".
+std::string beyondTolerance(const Tensor& eager, const Tensor& compiled, double tolerance) {
+  const std::vector<double> e = eager.to(DType::f64).toVector<double>();
+  const std::vector<double> c = compiled.to(DType::f64).toVector<double>();
+  double largest = 0;
+  for (double x : e)
+    if (std::isfinite(x)) largest = std::max(largest, std::abs(x));
+  const double bound = tolerance * (1 + largest);
+  for (size_t k = 0; k < e.size(); ++k)
+    if (std::isnan(e[k]) != std::isnan(c[k]) || (!std::isnan(e[k]) && !(std::abs(e[k] - c[k]) <= bound)))
+      return fmt::format("element {}: eager {:.9g} vs compiled {:.9g}, more than {:.3g} apart", k, e[k], c[k], bound);
+  return "";
+}
+
 // Where two outputs differ, or "" when they are equal bit for bit (a NaN
-// equals any NaN: kernels need not agree on NaN payloads).
-std::string compareOutputs(const std::vector<Tensor>& eager, const std::vector<Tensor>& compiled) {
+// equals any NaN: kernels need not agree on NaN payloads) or, for a
+// workload with a tolerance, within it.
+std::string compareOutputs(const std::vector<Tensor>& eager, const std::vector<Tensor>& compiled, double tolerance) {
   if (eager.size() != compiled.size())
     return fmt::format("eager returned {} tensors, compiled {}", eager.size(), compiled.size());
   for (size_t i = 0; i < eager.size(); ++i) {
     const Tensor &e = eager[i], &c = compiled[i];
     if (e.type().str() != c.type().str()) return fmt::format("output {}: eager {} vs compiled {}", i, e.str(), c.str());
+    if (tolerance > 0) {
+      const std::string far = beyondTolerance(e, c, tolerance);
+      if (!far.empty()) return fmt::format("output {}: {}", i, far);
+      continue;
+    }
     const size_t n = static_cast<size_t>(e.numel()), item = itemSize(e.dtype());
     const std::vector<unsigned char> eagerBytes = hostBytes(e), compiledBytes = hostBytes(c);
     const unsigned char *a = eagerBytes.data(), *b = compiledBytes.data();
@@ -150,6 +171,7 @@ int64_t tensorBytes(const std::vector<Tensor>& tensors) {
 Result runWorkload(const Workload& w, const RunPolicy& policy) {
   Result r;
   r.name = w.name;
+  r.tolerance = w.tolerance;
   r.flops = w.flops;
   // Inputs, models and their state are made on the device (its factories'
   // default), and every call is timed to its end there.
@@ -212,7 +234,7 @@ Result runWorkload(const Workload& w, const RunPolicy& policy) {
         r.compileMsCached = ms;
         r.kernelCompileMsCached = kernels.stats().compileMs - kernelMsBefore;
       }
-      if (r.mismatch.empty()) r.mismatch = compareOutputs(expected, got);
+      if (r.mismatch.empty()) r.mismatch = compareOutputs(expected, got, w.tolerance);
     }
   }
   r.matches = r.mismatch.empty();

@@ -60,6 +60,7 @@ class CopyYardstick {
 
 struct Result {
   std::string name;
+  double tolerance = 0;  ///< Workload::tolerance: 0 for bit for bit
   int64_t inputBytes = 0;
   int64_t outputBytes = 0;
   int eagerRuns = 0, compiledRuns = 0;

@@ -146,6 +146,8 @@ void printTable(std::ostream& os, const Machine& machine, const std::vector<Resu
       line += "  eager only";
     else if (!r.matches)
       line += "  MISMATCH";
+    else if (r.tolerance > 0)
+      line += fmt::format("  within {:g} of eager", r.tolerance);
     os << line << "\n";
   }
   printReplay(os, results);
@@ -199,6 +201,7 @@ std::string toJson(const Machine& machine, const std::vector<Result>& results) {
     field("eager_gflops", r.flops > 0 ? num(r.eagerGflops()) : "null");
     field("compiled_gflops", r.flops > 0 ? num(r.compiledGflops()) : "null");
     field("matches_eager", r.hasCompiled ? (r.matches ? "true" : "false") : "null");
+    field("tolerance", num(r.tolerance));
     field("threads", std::to_string(machine.threads));
     field("cpu", str(machine.cpu));
     field("compiled_for", str(machine.compiledFor));

@@ -90,15 +90,14 @@ TRANSFORMER_HIDDEN = 2048
 
 
 def transformer_block(x, ln1_w, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_w, ln2_b, w1, b1, w2, b2):
-    # Pre-LN, no mask, exact GELU; per-head attention as batched matmuls, as
-    # kiln's tools::transformerBlock (not F.scaled_dot_product_attention, so
-    # that both run the same ops).
+    # Pre-LN, no mask, exact GELU; per-head attention through
+    # F.scaled_dot_product_attention, as kiln's tools::transformerBlock calls
+    # kiln::scaledDotProductAttention (both fused on the CPU).
     seq, d = x.shape
     dh = d // TRANSFORMER_HEADS
     qkv = F.linear(layer_norm(x, ln1_w, ln1_b), w_qkv, b_qkv)
     q, k, v = (qkv[:, i * d:(i + 1) * d].view(seq, TRANSFORMER_HEADS, dh).transpose(0, 1) for i in range(3))
-    attn = torch.softmax(torch.matmul(q, k.transpose(1, 2)) * (1.0 / dh**0.5), -1)
-    o = torch.matmul(attn, v).transpose(0, 1).reshape(seq, d)
+    o = F.scaled_dot_product_attention(q, k, v).transpose(0, 1).reshape(seq, d)
     h = x + F.linear(o, w_o, b_o)
     return h + F.linear(F.gelu(F.linear(layer_norm(h, ln2_w, ln2_b), w1, b1)), w2, b2)
 
@@ -183,6 +182,9 @@ WORKLOADS = {
     "bias_gelu": _pure(lambda x, b: F.gelu(x + b)),
     "transformer_block": _pure(transformer_block),
     "transformer_train_step": _transformer_train_step,
+    # The same unfused ops as kiln's: torch.compile may fuse them, as
+    # kiln's fuse-attention does.
+    "attention": _pure(lambda q, k, v: torch.matmul(torch.softmax(torch.matmul(q, k.transpose(1, 2)) * 0.125, -1), v)),
 }
 
 

@@ -41,6 +41,11 @@ struct Workload {
   /// Floating-point operations of one call (a multiply-add counts two), for
   /// the GFLOP/s columns of compute-bound workloads; 0: not counted.
   double flops = 0;
+  /// 0: compiled results must equal eager ones bit for bit. Else they may
+  /// differ by tolerance·(1 + max |eager|) per element (a workload whose
+  /// compiled program runs a fused op the eager ops do not, like attention
+  /// written as separate ops: docs/ops.md, "Attention").
+  double tolerance = 0;
   /// The types of the inputs makeInputs makes, at which --compare-torch
   /// measures PyTorch (tools/kiln-bench/torch_bench.py, by name).
   std::vector<ir::TensorType> inputTypes;

@@ -107,6 +107,11 @@ Workload transformerTrainStep(std::string name, tools::TransformerSizes s) {
   w.flops = 3 * transformerBlockFlops(s);
   return w;
 }
+Workload attentionWorkload() {
+  Workload w = fromModel("attention", 2 * 2.0 * 8 * 1024 * 1024 * 64);
+  w.tolerance = 2e-5;
+  return w;
+}
 }  // namespace
 
 const std::vector<Workload>& workloads() {
@@ -133,6 +138,9 @@ const std::vector<Workload>& workloads() {
       mlpTrainStep("mlp_train_step_small", {.in = 64, .hidden = 64, .classes = 10, .batch = 8}),
       // Issue 13's: transformer_block's forward, mseLoss, backward, AdamW.
       transformerTrainStep("transformer_train_step", {}),
+      // The fused attention of fuse-attention against the unfused ops it
+      // replaces: compiled results within attention's tolerance (docs/ops.md).
+      attentionWorkload(),
   };
   return table;
 }
