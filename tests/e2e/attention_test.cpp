@@ -74,7 +74,7 @@ struct Config {
   std::string name;
   Shape q, k, v;
   bool causal = false;
-  int mask = 0;  // 0 none, 1 additive [Lq, Lk], 2 bool [1, Lq, Lk]
+  int mask = 0;  // 0 none, 1 additive [Lq, Lk], 2 bool [1, Lq, Lk], 3 padding: bool [B, 1, 1, Lk]
   double p = 0;
 };
 
@@ -83,6 +83,7 @@ std::vector<Config> configs() {
           {"causal", {3, 100, 32}, {3, 100, 32}, {3, 100, 32}, true},
           {"additive mask", {2, 65, 8}, {2, 40, 8}, {2, 40, 5}, false, 1},
           {"bool mask, causal", {2, 2, 33, 8}, {2, 2, 33, 8}, {2, 2, 33, 8}, true, 2},
+          {"padding mask", {2, 3, 70, 16}, {2, 3, 90, 16}, {2, 3, 90, 8}, false, 3},
           {"dropout", {2, 2, 70, 16}, {2, 2, 70, 16}, {2, 2, 70, 16}, false, 0, 0.2},
           {"everything", {2, 3, 70, 12}, {2, 3, 70, 12}, {2, 3, 70, 12}, true, 1, 0.1}};
 }
@@ -93,6 +94,13 @@ AttentionOptions optionsFor(const Config& c, Generator* gen, DType dtype) {
   const int64_t lq = c.q[c.q.size() - 2], lk = c.k[c.k.size() - 2];
   if (c.mask == 1) o.attnMask = normal({lq, lk}, 9, dtype);
   if (c.mask == 2) o.attnMask = gt(normal({1, lq, lk}, 10), -1.0);
+  if (c.mask == 3) {  // batch b sees its first lk - 7·(b + 1) keys: padding at the end
+    const int64_t batch = c.q[0];
+    std::vector<bool> keep(static_cast<size_t>(batch * lk));
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t j = 0; j < lk; ++j) keep[static_cast<size_t>(b * lk + j)] = j < lk - 7 * (b + 1);
+    o.attnMask = fromVector(keep, {batch, 1, 1, lk});
+  }
   return o;
 }
 
