@@ -4,6 +4,7 @@
 // kiln's gather loops on host addresses.
 #include <fmt/format.h>
 
+#include "codegen/blas_choice.h"
 #include "codegen/cpu_compiler.h"
 #include "codegen/lowering_reduction.h"
 #include "codegen/target.h"
@@ -47,6 +48,7 @@ class CpuTarget final : public Target {
   }
 
   const LibraryFunctions& libraries() const override {
+    cpuBlasChoice();  // the machine's BLAS, before any matmul runs (Note [Choosing the BLAS])
     static const LibraryFunctions cpu{{&runtime::onHost<&runtime::matmul>},
                                       {&runtime::onHost<&runtime::indexSelect>},
                                       {&runtime::onHost<&runtime::indexAdd>},

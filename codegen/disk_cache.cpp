@@ -42,7 +42,9 @@ bool getU64(std::string_view& in, uint64_t& v) {
   return true;
 }
 
-std::filesystem::path defaultDirectory() {
+}  // namespace
+
+std::filesystem::path DiskCache::defaultDirectory() {
   if (const char* dir = std::getenv("KILN_CACHE_DIR")) {
     const std::string d(dir);
     if (d.empty() || d == "off" || d == "0") return {};
@@ -52,8 +54,6 @@ std::filesystem::path defaultDirectory() {
   if (const char* home = std::getenv("HOME"); home && *home) return std::filesystem::path(home) / ".cache" / "kiln";
   return {};
 }
-
-}  // namespace
 
 DiskCache& DiskCache::instance() {
   static auto* cache = new DiskCache(defaultDirectory());

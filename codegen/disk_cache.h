@@ -42,6 +42,8 @@ class DiskCache {
  public:
   /// The process-wide cache, configured from the environment on first use.
   static DiskCache& instance();
+  /// The directory the environment names now (see above); empty: off.
+  static std::filesystem::path defaultDirectory();
 
   /// A cache in `directory` (empty: off).
   explicit DiskCache(std::filesystem::path directory);

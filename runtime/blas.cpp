@@ -31,9 +31,16 @@
 #include "runtime/blas.h"
 
 #include <cblas.h>
+#include <dlfcn.h>
+#ifdef KILN_HAVE_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -165,7 +172,37 @@ struct Block {
 
 CBLAS_TRANSPOSE flag(BlasLayout l) { return l.transposed ? CblasTrans : CblasNoTrans; }
 
+std::atomic<BlasLibrary> gLibrary{BlasLibrary::openblas};
+
+#ifdef KILN_HAVE_ONEDNN
+/// oneDNN's sgemm runs on OpenMP threads; kiln's pool (or the calling
+/// thread, with KILN_BLAS_THREADING=blas) already is the parallelism, so
+/// each thread that calls it sets its own OpenMP team to `threads` first
+/// (omp_set_num_threads is per thread; found in the process, where
+/// libdnnl's libgomp put it, so that kiln does not build with -fopenmp).
+void ompThreadsForThisThread(int threads) {
+  thread_local int set = 0;
+  if (set == threads) return;
+  using SetFn = void (*)(int);
+  static const auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  if (fn) fn(threads);
+  set = threads;
+}
+
+void oneDnnSgemm(const Block& x, const float* a, BlasLayout la, const float* b, BlasLayout lb, float* c) {
+  ompThreadsForThisThread(blasThreading() == BlasThreading::blas ? ThreadPool::instance().numThreads() : 1);
+  const dnnl_status_t status =
+      dnnl_sgemm(la.transposed ? 'T' : 'N', lb.transposed ? 'T' : 'N', x.m, x.n, x.k, 1.0f, a, la.ld, b, lb.ld, 0.0f, c,
+                 x.ldc);
+  KILN_CHECK(status == dnnl_success, "matmul: oneDNN's sgemm failed with status {} for [{}, {}] · [{}, {}]",
+             static_cast<int>(status), x.m, x.k, x.k, x.n);
+}
+#endif
+
 void gemm(const Block& x, const float* a, BlasLayout la, const float* b, BlasLayout lb, float* c) {
+#ifdef KILN_HAVE_ONEDNN
+  if (gLibrary.load(std::memory_order_relaxed) == BlasLibrary::onednn) return oneDnnSgemm(x, a, la, b, lb, c);
+#endif
   cblas_sgemm(CblasRowMajor, flag(la), flag(lb), static_cast<blasint>(x.m), static_cast<blasint>(x.n),
               static_cast<blasint>(x.k), 1.0f, a, static_cast<blasint>(la.ld), b, static_cast<blasint>(lb.ld), 0.0f, c,
               static_cast<blasint>(x.ldc));
@@ -252,9 +289,67 @@ BlockFn blockFn(DType dtype) {
 BlasThreading blasThreading() { return gThreading.load(std::memory_order_relaxed); }
 void setBlasThreading(BlasThreading threading) { gThreading.store(threading, std::memory_order_relaxed); }
 
+std::string_view blasLibraryName(BlasLibrary library) {
+  return library == BlasLibrary::onednn ? "onednn" : "openblas";
+}
+
+bool haveOneDnn() {
+#ifdef KILN_HAVE_ONEDNN
+  return true;
+#else
+  return false;
+#endif
+}
+
+BlasLibrary blasLibrary() { return gLibrary.load(std::memory_order_relaxed); }
+
+void setBlasLibrary(BlasLibrary library) {
+  KILN_CHECK(library == BlasLibrary::openblas || haveOneDnn(),
+             "matmul: oneDNN was not found when kiln was built (Debian libdnnl-dev): only OpenBLAS can multiply");
+  gLibrary.store(library, std::memory_order_relaxed);
+}
+
+double timeBlasLibrary(BlasLibrary library) {
+  KILN_CHECK(library == BlasLibrary::openblas || haveOneDnn(),
+             "matmul: oneDNN was not found when kiln was built (Debian libdnnl-dev)");
+  // [M, N, K] of x·wᵀ: the MLP's first layer, the transformer block's QKV
+  // projection and MLP, and a small square product.
+  constexpr int64_t kShapes[][3] = {{256, 1024, 784}, {512, 1536, 512}, {512, 2048, 512}, {128, 128, 128}};
+  const BlasLibrary before = gLibrary.exchange(library);
+  double total = 0;
+  for (const auto& [m, n, k] : kShapes) {
+    std::vector<float> a(static_cast<size_t>(m * k), 0.5f), w(static_cast<size_t>(n * k), 0.25f);
+    std::vector<float> c(static_cast<size_t>(m * n));
+    const Block x{a.data(), k, 1, w.data(), 1, k, c.data(), n, m, n, k};
+    std::vector<double> ms;
+    for (int run = 0; run < 4; ++run) {
+      const auto t0 = std::chrono::steady_clock::now();
+      gemm(x, a.data(), BlasLayout{false, k}, w.data(), BlasLayout{true, k}, c.data());
+      const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - t0;
+      if (run > 0) ms.push_back(took.count());
+    }
+    std::sort(ms.begin(), ms.end());
+    total += ms[ms.size() / 2];
+  }
+  gLibrary.store(before);
+  return total;
+}
+
+std::string oneDnnVersion() {
+#ifdef KILN_HAVE_ONEDNN
+  const dnnl_version_t* v = dnnl_version();
+  return fmt::format("{}.{}.{}", v->major, v->minor, v->patch);
+#else
+  return "";
+#endif
+}
+
 std::string blasInfo() {
   std::string config = openblas_get_config();
   while (!config.empty() && config.back() == ' ') config.pop_back();
+#ifdef KILN_HAVE_ONEDNN
+  if (blasLibrary() == BlasLibrary::onednn) config += "; f32 products: oneDNN " + oneDnnVersion();
+#endif
   return config;
 }
 

@@ -108,8 +108,32 @@ enum class BlasThreading : uint8_t {
 BlasThreading blasThreading();
 void setBlasThreading(BlasThreading threading);
 
-/// The BLAS in use and its build ("OpenBLAS 0.3.21 DYNAMIC_ARCH ..."), for
-/// the tools' reports.
+/// The library behind f32 products (and f16/bf16 ones, which multiply in
+/// f32): OpenBLAS's cblas_sgemm or oneDNN's dnnl_sgemm (Note [Choosing the
+/// BLAS]). f64 products always call OpenBLAS's dgemm (oneDNN has none).
+enum class BlasLibrary : uint8_t { openblas, onednn };
+std::string_view blasLibraryName(BlasLibrary library);  ///< "openblas", "onednn"
+/// Whether this build has oneDNN (Debian libdnnl-dev at configure time).
+bool haveOneDnn();
+/// The current library: OpenBLAS until setBlasLibrary() (codegen's CPU
+/// target sets the machine's choice before its first matmul:
+/// codegen::cpuBlasChoice()).
+BlasLibrary blasLibrary();
+/// kiln::Error for oneDNN in a build without it. Not for the middle of a
+/// computation: eager and compiled code agree because they call one library.
+void setBlasLibrary(BlasLibrary library);
+/// Milliseconds `library` takes for a fixed set of f32 products (the
+/// shapes of kiln-bench's MLP and transformer block, one thread, the
+/// median of 3 calls each after one, summed): the measurement behind the
+/// choice. kiln::Error when the build lacks it.
+double timeBlasLibrary(BlasLibrary library);
+
+/// oneDNN's version ("2.6.3"), or "" in a build without it.
+std::string oneDnnVersion();
+
+/// The BLAS in use and its build ("OpenBLAS 0.3.21 DYNAMIC_ARCH ...", then
+/// "; f32 products: oneDNN 2.6.3" when oneDNN multiplies f32), for the
+/// tools' reports.
 std::string blasInfo();
 
 }  // namespace kiln::runtime

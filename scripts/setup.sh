@@ -26,11 +26,13 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # kiln-env's --json output (header-only). libgloo-dev is the collective
 # engine of the distributed layer on CPU and OpenCL tensors (docs/distributed.md);
 # iproute2 makes the network namespaces of the two-host test.
+# libdnnl-dev is oneDNN, the other CPU BLAS kiln chooses between by
+# measurement (Note [Choosing the BLAS] in codegen/cpu_target.cpp).
 packages=(
   cmake ninja-build ccache g++ python3
   llvm-19-dev llvm-19-tools
   clang libclang-rt-14-dev graphviz
-  libfmt-dev libgtest-dev libopenblas-dev
+  libfmt-dev libgtest-dev libopenblas-dev libdnnl-dev
   ocl-icd-opencl-dev pocl-opencl-icd libclblast-dev
   libcli11-dev nlohmann-json3-dev
   libgloo-dev iproute2

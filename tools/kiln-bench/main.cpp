@@ -17,6 +17,7 @@
 #include <regex>
 #include <stdexcept>
 
+#include "codegen/blas_choice.h"
 #include "runtime/blas.h"
 #include "runtime/device_interface.h"
 #include "runtime/thread_pool.h"
@@ -96,10 +97,6 @@ int run(const Options& options) {
   machine.cpu = kiln::tools::cpuModelName();
   machine.compiledFor = kiln::tools::compiledForText();
   machine.threads = kiln::runtime::ThreadPool::instance().numThreads();
-  machine.blas = fmt::format("{}, threads: {}", kiln::runtime::blasInfo(),
-                             kiln::runtime::blasThreading() == kiln::runtime::BlasThreading::pool
-                                 ? "kiln's pool (KILN_BLAS_THREADING=pool)"
-                                 : "OpenBLAS's own (KILN_BLAS_THREADING=blas)");
   RunPolicy policy;
   policy.repeats = options.repeats;
   policy.device = kiln::Device::parse(options.device);
@@ -116,6 +113,14 @@ int run(const Options& options) {
                                                          policy.device.str(), p.name, p.driverVersion, p.computeUnits,
                                                          static_cast<double>(p.totalMemory) / (1 << 30));
   }
+  // The machine's BLAS, from the user's disk cache (Note [Choosing the
+  // BLAS]), before the kernel cache becomes kiln-bench's own.
+  const kiln::codegen::BlasChoice& blas = kiln::codegen::cpuBlasChoice();
+  machine.blas = fmt::format("{}, threads: {}; chosen: {}", kiln::runtime::blasInfo(),
+                             kiln::runtime::blasThreading() == kiln::runtime::BlasThreading::pool
+                                 ? "kiln's pool (KILN_BLAS_THREADING=pool)"
+                                 : "the BLAS's own (KILN_BLAS_THREADING=blas)",
+                             blas.how);
   PrivateKernelCache kernelCache;
   // PyTorch is started before kiln measures anything (importing torch takes
   // seconds of CPU) and measures each workload after kiln has, so that the

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <thread>
 
+#include "codegen/blas_choice.h"
 #include "codegen/build_id.h"
 #include "codegen/cpu_compiler.h"
 #include "codegen/nvrtc_compiler.h"
@@ -100,9 +101,11 @@ json system() {
 }
 
 json cpuSide() {
+  codegen::cpuBlasChoice();  // the machine's BLAS (Note [Choosing the BLAS]), so that blasInfo() names it
   const bool pool = runtime::blasThreading() == runtime::BlasThreading::pool;
   return {{"threads", runtime::ThreadPool::instance().numThreads()},
           {"blas", runtime::blasInfo()},
+          {"blas_choice", codegen::cpuBlasChoice().how},
           {"blas_threading", pool ? "pool" : "blas"},
           {"compiled_for", tools::compiledForText()}};
 }

@@ -49,6 +49,7 @@ std::string renderTable(const json& r) {
   line(fmt::format("  {:<14}{}, threads: {}", "blas", str(r["cpu"]["blas"]),
                    r["cpu"]["blas_threading"] == "pool" ? "kiln's pool (KILN_BLAS_THREADING=pool)"
                                                         : "OpenBLAS's own (KILN_BLAS_THREADING=blas)"));
+  line(fmt::format("  {:<14}{}", "blas choice", str(r["cpu"]["blas_choice"])));
   line(fmt::format("  {:<14}{}", "compiled for", str(r["cpu"]["compiled_for"])));
 
   line("\nbackends found at run time");

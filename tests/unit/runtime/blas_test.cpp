@@ -211,6 +211,39 @@ TEST(BlasMatmul, LargeProductsSplitOverThreadsByRowsOrColumns) {
   setBlasThreading(BlasThreading::pool);
 }
 
+// oneDNN's sgemm behind f32 (and f16/bf16) products (Note [Choosing the
+// BLAS] in codegen/blas_choice.cpp): the same layouts, splits and threads.
+TEST(BlasMatmul, OneDnnProductsToo) {
+  if (!haveOneDnn()) GTEST_SKIP() << "this build has no oneDNN (Debian libdnnl-dev)";
+  setBlasLibrary(BlasLibrary::onednn);
+  for (Layout la : {Layout::contiguous, Layout::transposed, Layout::strided})
+    for (Layout lb : {Layout::contiguous, Layout::transposed, Layout::strided})
+      for (DType dtype : {DType::f32, DType::f16, DType::bf16, DType::f64})
+        check(problem(dtype, {7, 13}, la, {13, 9}, lb), "7x13 . 13x9");
+  for (BlasThreading t : {BlasThreading::pool, BlasThreading::blas}) {
+    setBlasThreading(t);
+    check(problem(DType::f32, {300, 200}, Layout::contiguous, {200, 100}, Layout::transposed), "rows");
+    check(problem(DType::f32, {8, 256}, Layout::transposed, {256, 1000}, Layout::contiguous), "columns");
+    check(problem(DType::f32, {4, 3, 5, 6}, Layout::contiguous, {6, 7}, Layout::transposed, {4, 3}), "folded");
+  }
+  check(problem(DType::f32, {3, 0}, Layout::contiguous, {0, 4}, Layout::contiguous), "k = 0");
+  setBlasThreading(BlasThreading::pool);
+  EXPECT_NE(blasInfo().find("f32 products: oneDNN " + oneDnnVersion()), std::string::npos) << blasInfo();
+  setBlasLibrary(BlasLibrary::openblas);
+  EXPECT_EQ(blasInfo().find("oneDNN"), std::string::npos) << blasInfo();
+}
+
+TEST(BlasMatmul, TimingALibraryLeavesTheChoiceAsItWas) {
+  EXPECT_GT(timeBlasLibrary(BlasLibrary::openblas), 0.0);
+  if (haveOneDnn()) {
+    EXPECT_GT(timeBlasLibrary(BlasLibrary::onednn), 0.0);
+  } else {
+    EXPECT_THROW(timeBlasLibrary(BlasLibrary::onednn), Error);
+    EXPECT_THROW(setBlasLibrary(BlasLibrary::onednn), Error);
+  }
+  EXPECT_EQ(blasLibrary(), BlasLibrary::openblas);
+}
+
 TEST(BlasMatmul, EmptyInnerDimGivesZerosAndEmptyResultsWriteNothing) {
   check(problem(DType::f32, {3, 0}, Layout::contiguous, {0, 4}, Layout::contiguous), "k = 0");
   check(problem(DType::i32, {3, 0}, Layout::contiguous, {0, 4}, Layout::contiguous), "k = 0");
