@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "frontend/kiln.h"
+#include "tests/common/same_bits.h"
 
 namespace {
 
@@ -30,14 +31,6 @@ Tensor normal(const Shape& shape, uint64_t seed, DType dtype = DType::f32) {
   return randn(shape, gen).to(dtype);
 }
 
-::testing::AssertionResult sameBits(const Tensor& a, const Tensor& b) {
-  if (a.type() != b.type()) return ::testing::AssertionFailure() << a.type().str() << " vs " << b.type().str();
-  const std::vector<double> x = a.to(DType::f64).toVector<double>(), y = b.to(DType::f64).toVector<double>();
-  for (size_t i = 0; i < x.size(); ++i)
-    if (std::bit_cast<uint64_t>(x[i]) != std::bit_cast<uint64_t>(y[i]) && !(std::isnan(x[i]) && std::isnan(y[i])))
-      return ::testing::AssertionFailure() << "element " << i << ": " << x[i] << " vs " << y[i];
-  return ::testing::AssertionSuccess();
-}
 
 /// |a - b| <= tol · (1 + max |b|) elementwise, NaN where b is NaN.
 ::testing::AssertionResult near(const Tensor& a, const Tensor& b, double tol) {

@@ -16,20 +16,13 @@
 #include <vector>
 
 #include "frontend/kiln.h"
+#include "tests/common/same_bits.h"
 #include "runtime/blas.h"
 
 namespace {
 
 using namespace kiln;
 
-::testing::AssertionResult sameBits(const Tensor& a, const Tensor& b) {
-  if (a.type() != b.type()) return ::testing::AssertionFailure() << a.type().str() << " vs " << b.type().str();
-  const std::vector<double> x = a.to(DType::f64).toVector<double>(), y = b.to(DType::f64).toVector<double>();
-  for (size_t i = 0; i < x.size(); ++i)
-    if (std::bit_cast<uint64_t>(x[i]) != std::bit_cast<uint64_t>(y[i]) && !(std::isnan(x[i]) && std::isnan(y[i])))
-      return ::testing::AssertionFailure() << "element " << i << ": " << x[i] << " vs " << y[i];
-  return ::testing::AssertionSuccess();
-}
 
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
