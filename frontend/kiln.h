@@ -22,6 +22,7 @@
 #include "frontend/optim/optim.h"
 #include "frontend/random.h"
 #include "frontend/reductions.h"
+#include "frontend/serialization.h"
 #include "frontend/tensor.h"
 #include "runtime/buffer.h"
 #include "runtime/device.h"

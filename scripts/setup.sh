@@ -55,6 +55,13 @@ fi
 # The datasets of the examples (data/digits.csv for examples/train_digits.cpp).
 scripts/fetch_data.sh
 
+# Optional reference, from PyPI: Python's safetensors, which the checkpoint
+# tests read kiln's files with (tests/unit/frontend/serialization_test.cpp;
+# without it that test skips and says why). A failure here is not fatal.
+if ! python3 -c 'import safetensors' 2>/dev/null; then
+  python3 -m pip install -q safetensors 2>&1 | tail -n 2 || echo "setup: python's safetensors not installed (optional)"
+fi
+
 werror=OFF
 if [[ -n ${CI:-} && ${CI} != false && ${CI} != 0 ]]; then werror=ON; fi
 
