@@ -8,6 +8,7 @@
 #pragma once
 
 #include "frontend/attention.h"
+#include "frontend/checkpoint.h"
 #include "frontend/autograd/autograd.h"
 #include "frontend/compile.h"
 #include "frontend/cuda.h"

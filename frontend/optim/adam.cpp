@@ -118,4 +118,50 @@ const AdamParamState* Adam::state(const Tensor& param) const {
   return it == state_.end() ? nullptr : &it->second;
 }
 
+// State dicts (Optimizer::stateDict): PyTorch's names.
+std::vector<std::pair<std::string, Tensor>> Adam::paramState(const Tensor& param) const {
+  auto it = state_.find(param.impl());
+  if (it == state_.end() || !it->second.expAvg.defined()) return {};
+  const AdamParamState& s = it->second;
+  std::vector<std::pair<std::string, Tensor>> out = {
+      {"step", fromVector(std::vector<int64_t>{s.step}, Shape{}, Device::cpu())},
+      {"exp_avg", s.expAvg},
+      {"exp_avg_sq", s.expAvgSq}};
+  if (options_.amsgrad) out.emplace_back("max_exp_avg_sq", s.maxExpAvgSq);
+  return out;
+}
+
+std::vector<std::string> Adam::paramStateNames() const {
+  std::vector<std::string> names = {"step", "exp_avg", "exp_avg_sq"};
+  if (options_.amsgrad) names.push_back("max_exp_avg_sq");
+  return names;
+}
+
+namespace {
+/// `dst` holding `src`'s values: copied into it in place when it exists
+/// with param's type (a compiled step may have captured it), else a new
+/// tensor like param.
+void restore(Tensor& dst, const Tensor& src, const Tensor& param) {
+  NoGradGuard noGrad;
+  if (dst.defined() && dst.shape() == param.shape() && dst.dtype() == param.dtype()) {
+    dst.copy_(src);
+  } else {
+    dst = zeros(param.shape(), param.dtype(), param.device());
+    dst.copy_(src);
+  }
+}
+}  // namespace
+
+void Adam::setParamState(const Tensor& param, const std::map<std::string, Tensor>& entries) {
+  if (entries.empty()) {
+    state_.erase(param.impl());
+    return;
+  }
+  AdamParamState& s = state_[param.impl()];
+  s.step = entries.at("step").to(DType::i64).item<int64_t>();
+  restore(s.expAvg, entries.at("exp_avg"), param);
+  restore(s.expAvgSq, entries.at("exp_avg_sq"), param);
+  if (options_.amsgrad) restore(s.maxExpAvgSq, entries.at("max_exp_avg_sq"), param);
+}
+
 }  // namespace kiln::optim

@@ -61,6 +61,9 @@ class Adam : public Optimizer {
 
  protected:
   Adam(const char* name, std::vector<ParamGroup> groups, AdamOptions options, bool decoupledWeightDecay);
+  std::vector<std::pair<std::string, Tensor>> paramState(const Tensor& param) const override;
+  std::vector<std::string> paramStateNames() const override;
+  void setParamState(const Tensor& param, const std::map<std::string, Tensor>& entries) override;
 
  private:
   AdamOptions options_;

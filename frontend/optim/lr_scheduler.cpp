@@ -4,9 +4,12 @@
 // library's cos).
 #include "frontend/optim/lr_scheduler.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <numbers>
 
+#include "frontend/ops.h"
 #include "runtime/error.h"
 
 namespace kiln::optim {
@@ -96,6 +99,36 @@ std::vector<double> LinearLR::computeLr() {
                                            static_cast<double>(lastEpoch_ - 1) * (endFactor_ - startFactor_));
   for (double& lr : lrs) lr *= factor;
   return lrs;
+}
+
+nn::OrderedDict<Tensor> LRScheduler::stateDict() const {
+  nn::OrderedDict<Tensor> d;
+  d.insert("last_epoch", fromVector(std::vector<int64_t>{lastEpoch_}, Shape{}, Device::cpu()));
+  for (size_t g = 0; g < baseLrs_.size(); ++g)
+    d.insert(fmt::format("base_lrs.{}", g), full({}, baseLrs_[g], DType::f64, Device::cpu()));
+  for (size_t g = 0; g < lastLr_.size(); ++g)
+    d.insert(fmt::format("last_lr.{}", g), full({}, lastLr_[g], DType::f64, Device::cpu()));
+  return d;
+}
+
+void LRScheduler::loadStateDict(const nn::OrderedDict<Tensor>& dict) {
+  const size_t groups = baseLrs_.size();
+  KILN_CHECK(dict.size() == 1 + 2 * groups && dict.contains("last_epoch"),
+             "LRScheduler: loadStateDict: expected last_epoch and base_lrs/last_lr for {} groups ({} entries), got {} "
+             "entries",
+             groups, 1 + 2 * groups, dict.size());
+  std::vector<double> base(groups), last(groups);
+  for (size_t g = 0; g < groups; ++g) {
+    const Tensor* b = dict.find(fmt::format("base_lrs.{}", g));
+    const Tensor* l = dict.find(fmt::format("last_lr.{}", g));
+    KILN_CHECK(b && l, "LRScheduler: loadStateDict: no base_lrs.{0} or last_lr.{0} (the optimizer has {1} groups)", g,
+               groups);
+    base[g] = b->to(DType::f64).item<double>();
+    last[g] = l->to(DType::f64).item<double>();
+  }
+  lastEpoch_ = dict.at("last_epoch").to(DType::i64).item<int64_t>();
+  baseLrs_ = std::move(base);
+  lastLr_ = std::move(last);
 }
 
 }  // namespace kiln::optim

@@ -41,6 +41,14 @@ class LRScheduler {
   const std::vector<double>& lastLr() const { return lastLr_; }
   const std::vector<double>& baseLrs() const { return baseLrs_; }
 
+  /// The scheduler's state, as PyTorch's state_dict() names it: `last_epoch`
+  /// (0-d i64), `base_lrs.g` and `last_lr.g` per group (0-d f64). The
+  /// groups' current lrs are the optimizer's state (Optimizer::stateDict).
+  nn::OrderedDict<Tensor> stateDict() const;
+  /// Puts a stateDict() back; kiln::Error, before anything changes, for a
+  /// dict of another number of groups or with entries missing or unknown.
+  void loadStateDict(const nn::OrderedDict<Tensor>& dict);
+
  protected:
   /// The optimizer must outlive the scheduler (as in PyTorch and libtorch).
   explicit LRScheduler(Optimizer& optimizer);

@@ -22,8 +22,12 @@
 
 #include <optional>
 #include <unordered_map>
+#include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "frontend/nn/ordered_dict.h"
 #include "frontend/tensor.h"
 
 namespace kiln::optim {
@@ -62,12 +66,38 @@ class Optimizer {
   /// already in another group is an error.
   void addParamGroup(ParamGroup group);
 
+  /// The optimizer's state as tensors by name, PyTorch's state_dict()
+  /// flattened (docs/checkpoints.md): per group g `param_groups.g.lr`,
+  /// `param_groups.g.weight_decay` and, once a scheduler set it,
+  /// `param_groups.g.initial_lr` (0-d f64 on the CPU); per parameter i,
+  /// numbered through the groups in order as PyTorch numbers them, the
+  /// subclass's `state.i.NAME` entries (its own tensors, not copies), none
+  /// before the parameter's first step.
+  nn::OrderedDict<Tensor> stateDict() const;
+  /// Puts a stateDict() back: the groups' hyperparameters, and each
+  /// parameter's state, copied into the optimizer's own state tensors where
+  /// they exist (so that a compiled step that captured them reads the new
+  /// values) and made otherwise. kiln::Error, before anything changes, for
+  /// a dict of another number of groups, an entry this optimizer does not
+  /// have, or a state tensor whose shape differs from its parameter's.
+  void loadStateDict(const nn::OrderedDict<Tensor>& dict);
+
  protected:
   /// `name` is for messages ("SGD"); defaultLr and defaultWeightDecay fill
   /// what groups leave unset.
   Optimizer(const char* name, std::vector<ParamGroup> groups, double defaultLr, double defaultWeightDecay);
 
   const char* name_;
+
+  /// Parameter `param`'s state entries, named without their `state.i.`
+  /// prefix ("exp_avg", "step", ...); none before its first step.
+  virtual std::vector<std::pair<std::string, Tensor>> paramState(const Tensor& param) const = 0;
+  /// The entry names paramState() gives a stepped parameter: a dict has
+  /// all of them for a parameter or none (loadStateDict checks).
+  virtual std::vector<std::string> paramStateNames() const = 0;
+  /// Replaces `param`'s state by `entries` (all of paramStateNames(), of
+  /// the parameter's shape but `step`; or none: not stepped yet).
+  virtual void setParamState(const Tensor& param, const std::map<std::string, Tensor>& entries) = 0;
 
  private:
   double defaultLr_, defaultWeightDecay_;

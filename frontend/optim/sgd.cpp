@@ -85,4 +85,23 @@ Tensor SGD::momentumBuffer(const Tensor& param) const {
   return it == momentumBuffers_.end() ? Tensor() : it->second;
 }
 
+// State dicts (Optimizer::stateDict): PyTorch's name.
+std::vector<std::pair<std::string, Tensor>> SGD::paramState(const Tensor& param) const {
+  const Tensor buf = momentumBuffer(param);
+  if (!buf.defined()) return {};
+  return {{"momentum_buffer", buf}};
+}
+
+void SGD::setParamState(const Tensor& param, const std::map<std::string, Tensor>& entries) {
+  NoGradGuard noGrad;
+  if (entries.empty()) {
+    momentumBuffers_.erase(param.impl());
+    return;
+  }
+  Tensor& buf = momentumBuffers_[param.impl()];
+  if (!buf.defined() || buf.shape() != param.shape() || buf.dtype() != param.dtype())
+    buf = zeros(param.shape(), param.dtype(), param.device());
+  buf.copy_(entries.at("momentum_buffer"));  // in place: a compiled step may have captured it
+}
+
 }  // namespace kiln::optim

@@ -31,6 +31,11 @@ class SGD : public Optimizer {
   /// The momentum buffer of `param` (undefined before its first step, or without momentum).
   Tensor momentumBuffer(const Tensor& param) const;
 
+ protected:
+  std::vector<std::pair<std::string, Tensor>> paramState(const Tensor& param) const override;
+  std::vector<std::string> paramStateNames() const override { return {"momentum_buffer"}; }
+  void setParamState(const Tensor& param, const std::map<std::string, Tensor>& entries) override;
+
  private:
   SGDOptions options_;
   detail::StateMap<Tensor> momentumBuffers_;
