@@ -47,6 +47,7 @@ void saveCheckpoint(const std::string& path, const TrainingCheckpoint& c) {
   if (c.model) addAll(all, "model.", c.model->stateDict());
   if (c.optimizer) addAll(all, "optimizer.", c.optimizer->stateDict());
   if (c.scheduler) addAll(all, "scheduler.", c.scheduler->stateDict());
+  if (c.scaler) addAll(all, "scaler.", c.scaler->stateDict());
   for (const auto& [name, g] : c.generators) {
     all.insert(fmt::format("generator.{}.seed", name),
                fromVector(std::vector<int64_t>{std::bit_cast<int64_t>(g.seed())}, Shape{}, Device::cpu()));
@@ -87,6 +88,7 @@ void loadCheckpoint(const std::string& path, TrainingCheckpoint& c) {
   if (c.model) c.model->loadStateDict(need("model.", "model"));
   if (c.optimizer) c.optimizer->loadStateDict(need("optimizer.", "optimizer"));
   if (c.scheduler) c.scheduler->loadStateDict(need("scheduler.", "LR scheduler"));
+  if (c.scaler) c.scaler->loadStateDict(need("scaler.", "GradScaler"));
   for (size_t i = 0; i < c.generators.size(); ++i) {
     Generator& g = c.generators[i].second;
     g.manualSeed(generatorStates[i].first);

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "frontend/amp/grad_scaler.h"
 #include "frontend/nn/module.h"
 #include "frontend/optim/lr_scheduler.h"
 #include "frontend/optim/optimizer.h"
@@ -22,6 +23,7 @@ struct TrainingCheckpoint {
   nn::Module* model = nullptr;
   optim::Optimizer* optimizer = nullptr;
   optim::LRScheduler* scheduler = nullptr;
+  amp::GradScaler* scaler = nullptr;
   /// Generators by name ("default": kiln::defaultGenerator()); a Generator
   /// is a handle, so loading sets the generator itself.
   std::vector<std::pair<std::string, Generator>> generators = {};
@@ -29,7 +31,7 @@ struct TrainingCheckpoint {
 };
 
 /// Writes every part of `c` to `path` (atomically, as kiln::save): names
-/// `model.*`, `optimizer.*`, `scheduler.*`, `generator.NAME.seed` and
+/// `model.*`, `optimizer.*`, `scheduler.*`, `scaler.*`, `generator.NAME.seed` and
 /// `.offset`; step and epoch in the metadata.
 void saveCheckpoint(const std::string& path, const TrainingCheckpoint& c);
 

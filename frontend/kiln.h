@@ -7,6 +7,7 @@
 //   kiln::Tensor y = f(x);
 #pragma once
 
+#include "frontend/amp/grad_scaler.h"
 #include "frontend/attention.h"
 #include "frontend/checkpoint.h"
 #include "frontend/autograd/autograd.h"

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "frontend/nn/activation.h"
+#include "frontend/nn/clip_grad.h"
 #include "frontend/nn/ddp.h"
 #include "frontend/nn/dropout.h"
 #include "frontend/nn/embedding.h"

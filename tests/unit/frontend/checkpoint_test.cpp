@@ -55,7 +55,7 @@ struct TrainingRun {
     }
   }
   TrainingCheckpoint parts(int64_t step) {
-    return {model.ptr().get(), optimizer.get(), scheduler.get(), {{"default", defaultGenerator()}}, step, 0};
+    return {model.ptr().get(), optimizer.get(), scheduler.get(), nullptr, {{"default", defaultGenerator()}}, step, 0};
   }
 };
 
