@@ -59,11 +59,10 @@ void saveCheckpoint(const std::string& path, const TrainingCheckpoint& c) {
 
 void loadCheckpoint(const std::string& path, TrainingCheckpoint& c) {
   Device device = Device::cpu();
-  if (c.model)
-    for (const auto& [name, t] : c.model->stateDict().items()) {
-      device = t.device();
-      break;
-    }
+  if (c.model) {
+    const nn::StateDict own = c.model->stateDict();
+    if (!own.empty()) device = own.items().front().second.device();
+  }
   const SafetensorsFile f = load(path, device);
   auto format = f.metadata.find("format");
   KILN_CHECK(format != f.metadata.end() && format->second == kFormat,
