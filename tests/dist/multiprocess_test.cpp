@@ -101,7 +101,11 @@ TEST(MultiProcess, ARankThatDiesIsNamedByTheOthers) {
         out.find("all_reduce: sequence 2 failed on rank " + std::to_string(r) + " of 3 (gloo, timeout 2000 ms): "),
         std::string::npos)
         << out;
-    EXPECT_NE(out.find("rank 2 closed its connection (it exited or crashed)"), std::string::npos) << out;
+    // As below: a socket reset rather than closed gives an address that
+    // names no rank, and the survivors name the rank that posted nothing.
+    EXPECT_TRUE(out.find("rank 2 closed its connection (it exited or crashed)") != std::string::npos ||
+                out.find("no word from rank 2 (stuck, dead, or not calling all_reduce)") != std::string::npos)
+        << out;
     const size_t at = out.find("error after ");
     ASSERT_NE(at, std::string::npos) << out;
     EXPECT_LT(std::stod(out.substr(at + 12)), 3.0) << "within the timeout + 1 s: " << out;

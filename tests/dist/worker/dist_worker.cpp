@@ -14,7 +14,8 @@
 //                largest differences
 //   ddp_die      compiled DDP steps; in the third, the last rank exits in
 //                the middle of its backward (from a gradient hook, after
-//                its first bucket started) and the others print the error
+//                its first buckets started, before its last one is
+//                complete) and the others print the error
 //                of their step and how long it took
 // Exits 0 when its part went as expected, 1 saying why otherwise.
 #include <unistd.h>
@@ -118,9 +119,15 @@ int ddpDie(int rank, int world) {
   step(x, y);
   step(x, y);
   if (rank == world - 1) {
-    // Eager from here: the first layer's weight is the last gradient, in
-    // the last bucket; by then buckets 0 and 1 have started.
-    autograd::registerPostAccumulateGradHook(model->parameters()[0], [](const Tensor&) { _exit(0); });
+    // Eager from here: the first layer's weight and bias are the last
+    // bucket; by the first of them to arrive, buckets 0 and 1 have started.
+    // Dying there, before the bucket is complete, means rank 2 never sends
+    // it: dying on the bucket's last gradient instead raced with DDP's own
+    // hook, which launches the bucket first, and its all-reduce could
+    // finish before the exit, so that the others' step succeeded.
+    for (int i : {0, 1})
+      autograd::registerPostAccumulateGradHook(model->parameters()[static_cast<size_t>(i)],
+                                               [](const Tensor&) { _exit(0); });
     opt.zeroGrad();
     mseLoss(ddp(x), y).backward();
     std::printf("FAILED: still alive after the backward\n");
