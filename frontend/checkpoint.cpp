@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <bit>
+#include <charconv>
 #include <string_view>
 
 #include "frontend/serialization.h"
@@ -30,15 +31,12 @@ nn::OrderedDict<Tensor> part(const TensorDict& all, const std::string& prefix) {
 int64_t metadataInt(const SafetensorsFile& f, const std::string& path, const char* key) {
   auto it = f.metadata.find(key);
   KILN_CHECK(it != f.metadata.end(), "loadCheckpoint: {} has no '{}' in its metadata", path, key);
-  try {
-    size_t used = 0;
-    const int64_t v = std::stoll(it->second, &used);
-    KILN_CHECK(used == it->second.size(), "");
-    return v;
-  } catch (const std::exception&) {
-    KILN_CHECK(false, "loadCheckpoint: {}: metadata '{}' is '{}', not an integer", path, key, it->second);
-  }
-  return 0;
+  int64_t v = 0;
+  const std::string& text = it->second;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  KILN_CHECK(ec == std::errc() && end == text.data() + text.size(),
+             "loadCheckpoint: {}: metadata '{}' is '{}', not an integer", path, key, text);
+  return v;
 }
 }  // namespace
 

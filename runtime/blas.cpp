@@ -289,10 +289,6 @@ BlockFn blockFn(DType dtype) {
 BlasThreading blasThreading() { return gThreading.load(std::memory_order_relaxed); }
 void setBlasThreading(BlasThreading threading) { gThreading.store(threading, std::memory_order_relaxed); }
 
-std::string_view blasLibraryName(BlasLibrary library) {
-  return library == BlasLibrary::onednn ? "onednn" : "openblas";
-}
-
 bool haveOneDnn() {
 #ifdef KILN_HAVE_ONEDNN
   return true;

@@ -112,7 +112,6 @@ void setBlasThreading(BlasThreading threading);
 /// f32): OpenBLAS's cblas_sgemm or oneDNN's dnnl_sgemm (Note [Choosing the
 /// BLAS]). f64 products always call OpenBLAS's dgemm (oneDNN has none).
 enum class BlasLibrary : uint8_t { openblas, onednn };
-std::string_view blasLibraryName(BlasLibrary library);  ///< "openblas", "onednn"
 /// Whether this build has oneDNN (Debian libdnnl-dev at configure time).
 bool haveOneDnn();
 /// The current library: OpenBLAS until setBlasLibrary() (codegen's CPU

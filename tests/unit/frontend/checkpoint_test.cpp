@@ -163,5 +163,25 @@ TEST(Checkpoint, AFileThatIsNotACheckpointIsNamed) {
   EXPECT_NE(e.find(p.string() + " is a safetensors file but not a kiln training checkpoint"), std::string::npos) << e;
 }
 
+TEST(Checkpoint, ABadStepOrAMissingPartIsNamed) {
+  manualSeed(5);
+  TrainingRun run(false);
+  const fs::path p = scratch("bad-step.safetensors");
+  TensorDict d = run.model->stateDict();
+  save(d, p.string(), {{"format", "kiln.training_checkpoint.v1"}, {"step", "five"}, {"epoch", "0"}});
+  TrainingCheckpoint c{run.model.ptr().get()};
+  std::string e = errorOf([&] { loadCheckpoint(p.string(), c); });
+  EXPECT_NE(e.find(p.string() + ": metadata 'step' is 'five', not an integer"), std::string::npos) << e;
+  // The file has the model only: asking for a generator or an optimizer names what is missing.
+  TrainingCheckpoint modelOnly{run.model.ptr().get()};
+  saveCheckpoint(p.string(), modelOnly);
+  c.generators = {{"data", Generator(1)}};
+  e = errorOf([&] { loadCheckpoint(p.string(), c); });
+  EXPECT_NE(e.find(p.string() + " has no state for generator 'data'"), std::string::npos) << e;
+  TrainingCheckpoint withScheduler{run.model.ptr().get(), nullptr, run.scheduler.get()};
+  e = errorOf([&] { loadCheckpoint(p.string(), withScheduler); });
+  EXPECT_NE(e.find(p.string() + " has no LR scheduler state (no 'scheduler.*' entries)"), std::string::npos) << e;
+}
+
 }  // namespace
 }  // namespace kiln
