@@ -9,6 +9,7 @@
 #include "frontend/autograd/grad_mode.h"
 #include "frontend/autograd/node.h"
 #include "frontend/draw_replay.h"
+#include "frontend/ops.h"
 #include "runtime/error.h"
 
 namespace kiln {
@@ -30,12 +31,23 @@ struct Saved {
 };
 
 std::vector<Tensor> recompute(Saved& s, const std::vector<Tensor>& gradOutputs) {
+  // A gradient, once it exists the recomputation may run (traced only).
+  Tensor after;
+  for (const Tensor& g : gradOutputs)
+    if (g.defined() && g.isTraced() && g.numel() > 0) after = g;
   std::vector<Tensor> inputs;
   std::vector<autograd::Edge> captures;
   for (size_t i = 0; i < s.inputs.size(); ++i) {
     Tensor x = autograd::shallowCopy(s.inputs[i].unpack("CheckpointBackward"));
     if (s.inputRequiresGrad[i]) x.setRequiresGrad(true);
     captures.push_back(autograd::gradientEdge(x));
+    // Traced, the recomputation reads the input through a barrier after a
+    // gradient, or cse and fusion would merge it back into the forward
+    // (Note [Activation checkpointing]).
+    if (x.isTraced() && after.defined() && isFloatingPoint(x.dtype())) {
+      GradModeGuard grad(true);
+      x = optimizationBarrier(x, after);
+    }
     inputs.push_back(std::move(x));
   }
   captures.insert(captures.end(), s.outside.begin(), s.outside.end());

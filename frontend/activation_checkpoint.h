@@ -25,9 +25,11 @@
 //
 // Under kiln::compile the same happens in the trace: the recomputation is
 // traced where backward runs, reading the forward's per-call draws, and its
-// nodes read the inputs through `recompute` barriers (ir/Ops.def), so cse
-// does not merge them back into the forward's and the memory plan frees the
-// forward's intermediates at once.
+// nodes read the inputs through opt_barrier(input, gradient) (ir/Ops.def):
+// cse cannot merge them back into the forward's, and since they depend on
+// a gradient no fusion can pull them into a forward kernel (the group
+// would depend on itself). So the memory plan frees the forward's
+// intermediates at once and the recomputed ones live only in backward.
 //
 // `fn` must compute the same thing each time (same ops, same draws: a
 // different number of draws is an error), must not write into tensors

@@ -159,4 +159,12 @@ Tensor softplus(const Tensor& x, double beta, double threshold) {
   return detail::dispatch(Op::softplus, {x}, {{"beta", beta}, {"threshold", threshold}});
 }
 
+Tensor optimizationBarrier(const Tensor& x, const Tensor& after) {
+  KILN_CHECK(x.defined() && after.defined(), "opt_barrier: an undefined tensor");
+  KILN_CHECK(after.numel() > 0, "opt_barrier: `after` {} has no element", after.str());
+  Tensor token = after.detach().reshape({-1}).narrow(0, 0, 1).reshape({});
+  if (token.dtype() != x.dtype()) token = token.to(x.dtype());
+  return detail::dispatch(Op::opt_barrier, {x, token});
+}
+
 }  // namespace kiln

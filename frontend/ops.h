@@ -82,6 +82,12 @@ Tensor gelu(const Tensor& x, std::string_view approximate = "none");
 /// log(1 + exp(beta x)) / beta, or x where beta x > threshold, as
 /// torch.nn.functional.softplus (docs/ops.md gives its accuracy).
 Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
+/// x, once `after` has been computed; inside kiln::compile no pass looks
+/// through it (cse does not merge what reads it with what reads x, fusion
+/// does not join the two sides), as jax.lax.optimization_barrier. `after`
+/// is any tensor with an element (its first one is the op's operand; it
+/// gets no gradient). Eagerly a copy of x.
+Tensor optimizationBarrier(const Tensor& x, const Tensor& after);
 
 /// A C++ number, which may stand on either side of a tensor operator.
 template <typename S>

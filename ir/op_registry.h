@@ -55,6 +55,7 @@ enum class OpTrait : uint16_t {
   checksData = 1 << 4,
   view = 1 << 5,
   exactOperands = 1 << 6,
+  barrier = 1 << 7,
 };
 constexpr OpTrait operator|(OpTrait a, OpTrait b) {
   return static_cast<OpTrait>(static_cast<uint16_t>(a) | static_cast<uint16_t>(b));
@@ -141,6 +142,9 @@ constexpr bool isViewOp(Op op) { return hasTrait(op, OpTrait::view); }
 /// type promotion) before it builds the op; the others (library calls,
 /// cast, draws) take each operand in its own dtype.
 constexpr bool promotesOperands(Op op) { return !hasTrait(op, OpTrait::exactOperands); }
+/// Whether no pass looks through `op` (opt_barrier): cse leaves it alone and
+/// fusion never groups it with its neighbours (a kernel of its own).
+constexpr bool isBarrier(Op op) { return hasTrait(op, OpTrait::barrier); }
 /// Whether `op` is a reduction (OpKind::reduction).
 constexpr bool isReduction(Op op) { return opInfo(op).kind == OpKind::reduction; }
 

@@ -23,6 +23,8 @@
 //   are left alone: neither merged nor looked into. Run cse before
 //   fuse-elementwise, as the pipeline `canonicalize,cse,dce,fuse-elementwise`
 //   does; fusion bodies hold their own copies of constants on purpose.
+// - Barriers (opt_barrier) are never merged: what reads one stays apart from
+//   what reads its operand, and from what reads another barrier of it.
 // - Only the top-level graph is rewritten.
 #include <algorithm>
 #include <bit>
@@ -140,6 +142,7 @@ bool runCse(Graph& graph, PassContext& context) {
   bool changed = false;
   for (Node* n : graph.nodes()) {
     if (n->info().kind == ir::OpKind::control) continue;  // fusion: left to fuse-elementwise
+    if (ir::isBarrier(n->op())) continue;                // opt_barrier: each one stays (ir/Ops.def)
     Node* kept = cse.findOrInsert(cse.key(n));
     if (!kept) continue;
     for (int i = 0; i < n->numOutputs(); ++i) graph.replaceAllUsesWith(n->output(i), kept->output(i));

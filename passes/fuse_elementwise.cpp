@@ -165,6 +165,11 @@ void mergePairs(const std::vector<Node*>& candidates, Grouping& groups, PassCont
       if (!p || !groups.contains(p)) continue;
       int gp = groups.group(p), gn = groups.group(n);
       if (gp == gn) continue;
+      if (ir::isBarrier(p->op()) || ir::isBarrier(n->op())) {
+        context.remark(fmt::format("refused {} -> {}: a barrier fuses with nothing", describe(p), describe(n)));
+        context.count("refused-barrier");
+        continue;
+      }
       // The domain is the shape (and device); dtypes may differ (cast, comparisons).
       if (p->output()->type().shape != n->output()->type().shape ||
           p->output()->type().device != n->output()->type().device) {

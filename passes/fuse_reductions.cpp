@@ -352,6 +352,7 @@ class Fuser {
   bool tryAdd(int g, Node* n, std::string_view how) {
     Group& group = groups_[static_cast<size_t>(g)];
     const ir::RowDomain& rows = group.rows;
+    if (ir::isBarrier(n->op())) return false;  // a kernel of its own (ir/Ops.def)
     if (n->output()->type().device != rows.device) return false;
     if (ir::isReduction(n->op())) {
       if (!(ir::rowDomainOf(*n) == rows)) {

@@ -256,6 +256,7 @@ Formula formulaFor(Op op, const ir::Attributes& attrs, std::shared_ptr<Args> a, 
       };
     }
     case Op::cast: return [](const Tensor& g) { return std::vector<Tensor>{g}; };
+    case Op::opt_barrier: return [](const Tensor& g) { return std::vector<Tensor>{g, Tensor()}; };
     // dropout's gradient is the same dropout of g: the same seed, offset and
     // p draw the same mask (Note [Dropout draws]), recomputed, never stored.
     // seed and offset (0-d i64, fresh per call) get no gradient.

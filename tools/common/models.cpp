@@ -105,20 +105,36 @@ TransformerBlockWeights makeTransformerWeights(const TransformerSizes& s) {
           ln2->weight, ln2->bias, up->weight,  up->bias,  down->weight, down->bias};
 }
 
-std::vector<Tensor> parameterList(const TransformerBlockWeights& p) {
-  return {p.ln1W, p.ln1B, p.wQkv, p.bQkv, p.wO, p.bO, p.ln2W, p.ln2B, p.w1, p.b1, p.w2, p.b2};
+std::vector<TransformerBlockWeights> makeTransformerBlocks(const TransformerSizes& s) {
+  KILN_CHECK(s.heads > 0 && s.d % s.heads == 0, "TransformerTrainStep: d {} is not a multiple of heads {}", s.d,
+             s.heads);
+  KILN_CHECK(s.blocks > 0, "TransformerTrainStep: {} blocks", s.blocks);
+  std::vector<TransformerBlockWeights> blocks;
+  for (int64_t i = 0; i < s.blocks; ++i) blocks.push_back(makeTransformerWeights(s));
+  return blocks;
+}
+
+std::vector<Tensor> parameterList(const std::vector<TransformerBlockWeights>& blocks) {
+  std::vector<Tensor> all;
+  for (const TransformerBlockWeights& p : blocks)
+    for (const Tensor& t : {p.ln1W, p.ln1B, p.wQkv, p.bQkv, p.wO, p.bO, p.ln2W, p.ln2B, p.w1, p.b1, p.w2, p.b2})
+      all.push_back(t);
+  return all;
 }
 }  // namespace
 
 TransformerTrainStep::TransformerTrainStep(Sizes s)
-    : sizes_(s), weights_(makeTransformerWeights(s)), optimizer_(parameterList(weights_)) {
-  KILN_CHECK(s.heads > 0 && s.d % s.heads == 0, "TransformerTrainStep: d {} is not a multiple of heads {}", s.d,
-             s.heads);
-}
+    : sizes_(s), blocks_(makeTransformerBlocks(s)), optimizer_(parameterList(blocks_)) {}
 
 Tensor TransformerTrainStep::operator()(const Tensor& x, const Tensor& target) {
   optimizer_.zeroGrad();
-  Tensor loss = mseLoss(transformerBlock(x, weights_, sizes_.heads), target);
+  Tensor h = x;
+  for (const TransformerBlockWeights& block : blocks_) {
+    const int64_t heads = sizes_.heads;
+    auto run = [&block, heads](const Tensor& in) { return transformerBlock(in, block, heads); };
+    h = sizes_.checkpoint ? checkpoint(run, h) : run(h);
+  }
+  Tensor loss = mseLoss(h, target);
   loss.backward();
   optimizer_.step();
   return loss;

@@ -60,10 +60,14 @@ struct TransformerBlockWeights {
 Tensor transformerBlock(const Tensor& x, const TransformerBlockWeights& p, int64_t heads);
 
 /// The sizes of tools::TransformerTrainStep: x and target f32[seq, d],
-/// `heads` heads of d / heads, an MLP of `hidden`. The defaults are
+/// `heads` heads of d / heads, an MLP of `hidden`, `blocks` blocks one after
+/// the other, each under kiln::checkpoint when `checkpoint` (activation
+/// checkpointing: Note [Activation checkpointing]). The defaults are
 /// transformer_block's.
 struct TransformerSizes {
   int64_t seq = 512, d = 512, heads = 8, hidden = 2048;
+  int64_t blocks = 1;
+  bool checkpoint = false;
 };
 
 /// One training step of transformerBlock: forward on x, the loss
@@ -88,13 +92,15 @@ class TransformerTrainStep {
   Tensor operator()(const Tensor& x, const Tensor& target);
   /// The inputs' types: x and target.
   static std::vector<ir::TensorType> inputTypes(Sizes sizes = {});
-  /// The parameters, in TransformerBlockWeights' order (the optimizer's).
-  const TransformerBlockWeights& weights() const { return weights_; }
+  /// The first block's parameters, in TransformerBlockWeights' order (the
+  /// optimizer's, block after block).
+  const TransformerBlockWeights& weights() const { return blocks_.at(0); }
+  const std::vector<TransformerBlockWeights>& blocks() const { return blocks_; }
   const optim::AdamW& optimizer() const { return optimizer_; }
 
  private:
   Sizes sizes_;
-  TransformerBlockWeights weights_;
+  std::vector<TransformerBlockWeights> blocks_;
   optim::AdamW optimizer_;
 };
 

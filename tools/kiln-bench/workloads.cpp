@@ -93,10 +93,17 @@ Workload transformerTrainStep(std::string name, tools::TransformerSizes s) {
   using tools::TransformerTrainStep;
   Workload w;
   w.name = std::move(name);
-  w.description = fmt::format(
-      "one AdamW training step of transformer_block (seq {}, d {}, {} heads, MLP {}): forward, mseLoss against a "
-      "target, backward, optimizer step on the 12 parameters",
-      s.seq, s.d, s.heads, s.hidden);
+  w.description =
+      s.blocks == 1
+          ? fmt::format(
+                "one AdamW training step of transformer_block (seq {}, d {}, {} heads, MLP {}): forward, mseLoss "
+                "against a target, backward, optimizer step on the 12 parameters",
+                s.seq, s.d, s.heads, s.hidden)
+          : fmt::format(
+                "one AdamW training step of {} transformer blocks in a row (seq {}, d {}, {} heads, MLP {}){}: "
+                "forward, mseLoss against a target, backward, optimizer step on the {} parameters",
+                s.blocks, s.seq, s.d, s.heads, s.hidden,
+                s.checkpoint ? ", each block under kiln::checkpoint (recomputed in backward)" : "", 12 * s.blocks);
   w.inputTypes = TransformerTrainStep::inputTypes(s);
   w.makeInputs = [types = w.inputTypes] { return randnInputs(types); };
   runsTrainStep<TransformerTrainStep>(w, [s] { return std::make_unique<TransformerTrainStep>(s); });
@@ -104,9 +111,12 @@ Workload transformerTrainStep(std::string name, tools::TransformerSizes s) {
   // activations' gradients F (all of them: the first layer norm's
   // parameters need the QKV linear's input gradient; x needs none, but the
   // layer norm's backward to x is no matmul).
-  w.flops = 3 * transformerBlockFlops(s);
+  // A checkpointed block runs its forward twice.
+  w.flops = static_cast<double>(s.blocks) * (s.checkpoint ? 4 : 3) * transformerBlockFlops(s);
   return w;
 }
+constexpr tools::TransformerSizes kStack{.seq = 1024, .d = 128, .heads = 2, .hidden = 512, .blocks = 4};
+
 Workload attentionWorkload() {
   Workload w = fromModel("attention", 2 * 2.0 * 8 * 1024 * 1024 * 64);
   w.tolerance = 2e-5;
@@ -138,6 +148,12 @@ const std::vector<Workload>& workloads() {
       mlpTrainStep("mlp_train_step_small", {.in = 64, .hidden = 64, .classes = 10, .batch = 8}),
       // Issue 13's: transformer_block's forward, mseLoss, backward, AdamW.
       transformerTrainStep("transformer_train_step", {}),
+      // Issue 14's: a stack of 4 smaller blocks, plain and with activation
+      // checkpointing (peak memory against time).
+      transformerTrainStep("transformer_stack_train_step", kStack),
+      transformerTrainStep("transformer_stack_train_step_checkpointed",
+                           {.seq = kStack.seq, .d = kStack.d, .heads = kStack.heads, .hidden = kStack.hidden,
+                            .blocks = kStack.blocks, .checkpoint = true}),
       // The fused attention of fuse-attention against the unfused ops it
       // replaces: compiled results within attention's tolerance (docs/ops.md).
       attentionWorkload(),

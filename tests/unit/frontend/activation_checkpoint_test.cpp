@@ -256,6 +256,30 @@ TEST(ActivationCheckpoint, CompiledStepsEqualEagerOnes) {
   }
 }
 
+TEST(ActivationCheckpoint, TheCompiledProgramRecomputesInsteadOfKeeping) {
+  // The memory plan sees the recomputation: the compiled step's peak drops
+  // as the eager one's does (cse would otherwise merge the recomputed nodes
+  // back into the forward's, and the program would keep every activation).
+  const Stack s(4, 64, 512);
+  const Tensor x = randn({64, 64}, DType::f32);
+  auto peakOf = [&](bool checkpointed) {
+    auto step = compile([&s, checkpointed](const Tensor& in) {
+      Tensor loss = mean(s.forward(in, checkpointed));
+      loss.backward();
+      return loss;
+    });
+    s.zeroGrad();
+    step(x);  // compiles
+    s.zeroGrad();
+    const int64_t before = memoryStats(Device::cpu()).at("allocated_bytes.all.current");
+    resetPeakMemoryStats(Device::cpu());
+    step(x);
+    return memoryStats(Device::cpu()).at("allocated_bytes.all.peak") - before;
+  };
+  const int64_t plain = peakOf(false), ckpt = peakOf(true);
+  EXPECT_LT(ckpt, plain * 6 / 10) << "plain " << plain << " bytes, checkpointed " << ckpt;
+}
+
 TEST(ActivationCheckpoint, OnAnOpenClDevice) {
   const Device device = Device::opencl();
   std::string why;

@@ -70,6 +70,7 @@ std::multimap<ir::Op, Case> cases() {
   add(Op::softplus, "softplus", [](auto& x) { return softplus(x[0] * 3.0); }, {leaf({2, 3}, 75)});
   // Both sides of a low threshold (2x > 1: the identity, whose gradient is g).
   add(Op::softplus, "beta 2, threshold 1", [](auto& x) { return softplus(x[0], 2.0, 1.0); }, {leaf({3, 4}, 76)});
+  add(Op::opt_barrier, "identity", [](auto& x) { return optimizationBarrier(x[0], ones({1}, DType::f64)) * x[0]; }, {leaf({2, 3}, 77)});
   // Through f32 and back: the step must be large enough for f32's rounding.
   add(Op::cast, "f64 to f32 and back", [](auto& x) { return (x[0].to(DType::f32) * 3.0f).to(DType::f64); },
       {leaf({3}, 23)}, {1e-2, 1e-3, 1e-3});

@@ -66,6 +66,7 @@ const std::map<std::string, OpTrait> kTraits = {
     {"checksData", OpTrait::checksData},
     {"view", OpTrait::view},
     {"exactOperands", OpTrait::exactOperands},
+    {"barrier", OpTrait::barrier},
 };
 
 const std::map<std::string, OpKind> kKinds = {
