@@ -26,7 +26,7 @@ struct CsvOptions {
   bool header = false;
   /// The column (0-based; negative counts from the end) holding the label;
   /// nullopt: every column is a feature and examples hold one tensor.
-  std::optional<int64_t> labelColumn;
+  std::optional<int64_t> labelColumn = std::nullopt;
   char delimiter = ',';
   DType dtype = DType::f32;       ///< of the features
   DType labelDtype = DType::i64;  ///< of the label; an integer dtype needs integral cells
