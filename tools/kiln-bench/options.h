@@ -16,6 +16,7 @@ struct Options {
   bool torchCompile = true;   ///< with compareTorch: also torch.compile each workload
   std::string device = "cpu";  ///< --device: cpu, opencl[:N], cuda[:N]
   std::string replay = "cheaper";  ///< --replay: the compiled side's CompileOptions::graphReplay
+  std::string suite = "kernels";  ///< --suite: kernels (the workloads), loader (loader_suite.h)
   bool list = false;
   bool help = false;
 };

@@ -183,11 +183,12 @@ TEST(DataLoader, PersistentWorkersKeepTheirThreadsAcrossEpochs) {
     DataLoader loader(dataset, {.batchSize = 3, .shuffle = true, .numWorkers = 2, .persistentWorkers = persistent});
     DataLoader reference(dataset, {.batchSize = 3, .shuffle = true});
     for (int epoch = 0; epoch < 3; ++epoch) EXPECT_EQ(labelsOf(loader), labelsOf(reference)) << epoch;
-    // Two threads plus the reference's consumer; fresh threads each epoch without persistence.
+    // The reference's consumer plus at most the two workers with
+    // persistence; without, each epoch loads on at least one fresh thread.
     if (persistent)
-      EXPECT_EQ(dataset->threadCount(), 3);
+      EXPECT_LE(dataset->threadCount(), 3);
     else
-      EXPECT_EQ(dataset->threadCount(), 7) << "two fresh threads an epoch";
+      EXPECT_GE(dataset->threadCount(), 4);
   }
 }
 
