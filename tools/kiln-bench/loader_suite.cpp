@@ -87,7 +87,8 @@ int runLoaderSuite(const Options& options, std::ostream& out) {
         int64_t seen = 0;
         for (data::Batch& b : loader) seen += b.data().size(0);
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        if (seen != kExamples) throw std::runtime_error(fmt::format("the loader read {} examples of {}", seen, kExamples));
+        if (seen != kExamples)
+          throw std::runtime_error(fmt::format("the loader read {} examples of {}", seen, kExamples));
         rates.push_back(static_cast<double>(seen) / s);
       }
       Row r{transform, workers, median(rates), 0, epochs};
@@ -96,9 +97,10 @@ int runLoaderSuite(const Options& options, std::ostream& out) {
       table.push_back(r);
     }
   }
-  out << fmt::format("DataLoader throughput: {} examples in batches of {}, a 1 ms transform per example, "
-                     "median of {} epochs; {} hardware threads\n\n",
-                     kExamples, kBatch, epochs, std::thread::hardware_concurrency());
+  out << fmt::format(
+      "DataLoader throughput: {} examples in batches of {}, a 1 ms transform per example, "
+      "median of {} epochs; {} hardware threads\n\n",
+      kExamples, kBatch, epochs, std::thread::hardware_concurrency());
   out << "| transform | workers | samples/s | vs 0 workers |\n|---|---:|---:|---:|\n";
   for (const Row& r : table)
     out << fmt::format("| {} | {} | {:.0f} | {:.2f}x |\n", r.transform, r.workers, r.samplesPerSecond, r.ratio);

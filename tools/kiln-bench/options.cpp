@@ -3,8 +3,9 @@
 // `--flag=value`, errors as UsageError.
 #include "tools/kiln-bench/options.h"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
 
 #include "runtime/device.h"
 #include "runtime/error.h"

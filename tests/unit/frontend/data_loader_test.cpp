@@ -124,8 +124,7 @@ TEST(DataLoader, AWorkersExceptionReachesTheConsumerAtItsBatch) {
     }
     // The loader still works: the next epoch fails at the same place.
     seen.clear();
-    EXPECT_THROW(
-        for (Batch& b : loader) seen.push_back(b.target().toVector<int64_t>()[0]), Error);
+    EXPECT_THROW(for (Batch& b : loader) seen.push_back(b.target().toVector<int64_t>()[0]), Error);
     EXPECT_EQ(seen.size(), 3u);
   }
 }
@@ -159,7 +158,7 @@ TEST(DataLoader, DestroyingTheLoaderMidEpochStopsATransformThatPollsCancellation
     EXPECT_EQ((*it).target().item<int64_t>(), 0);
     while (started.load() < 2) std::this_thread::sleep_for(1ms);
     destroying = std::chrono::steady_clock::now();
-    loader.reset();                             // cancels the epoch
+    loader.reset();                              // cancels the epoch
     EXPECT_TRUE(++it == std::default_sentinel);  // which then has ended
   }
   EXPECT_LT(secondsSince(destroying), 0.5);

@@ -28,7 +28,8 @@ class NumberDataset : public Dataset {
       ++threads_;
     }
     const auto v = static_cast<float>(index);
-    return Example(fromVector({v, 10 * v}, {2}, Device::cpu()), fromVector(std::vector<int64_t>{index}, {}, Device::cpu()));
+    return Example(fromVector({v, 10 * v}, {2}, Device::cpu()),
+                   fromVector(std::vector<int64_t>{index}, {}, Device::cpu()));
   }
   int64_t size() const override { return size_; }
   /// The threads get() has run on.
