@@ -70,8 +70,8 @@ CsvDataset::CsvDataset(const std::string& path, CsvOptions options) {
                  lineNo, c + 1, cell);
       if (c == label) {
         KILN_CHECK(isFloatingPoint(options.labelDtype) || std::trunc(v) == v,
-                   "CsvDataset: {}:{}:{}: label '{}' is not an integer, and the label dtype is {}", path, lineNo,
-                   c + 1, cell, dtypeName(options.labelDtype));
+                   "CsvDataset: {}:{}:{}: label '{}' is not an integer, and the label dtype is {}", path, lineNo, c + 1,
+                   cell, dtypeName(options.labelDtype));
         labels.push_back(v);
       } else {
         values.push_back(v);

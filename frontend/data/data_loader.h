@@ -78,11 +78,11 @@ struct DataLoaderOptions {
 /// loads, and a seed for its random draws that is a function of the
 /// loader's seed, the epoch and the batch only.
 struct WorkerInfo {
-  int id = 0;          ///< 0..numWorkers-1; -1 when the consumer loads (numWorkers 0)
+  int id = 0;  ///< 0..numWorkers-1; -1 when the consumer loads (numWorkers 0)
   int numWorkers = 0;
   uint64_t epoch = 0;
-  int64_t batch = 0;   ///< the batch being loaded
-  uint64_t seed = 0;   ///< splitmix of (seed, epoch, batch)
+  int64_t batch = 0;  ///< the batch being loaded
+  uint64_t seed = 0;  ///< splitmix of (seed, epoch, batch)
 };
 
 /// The loading going on in the calling thread, or nullptr outside a loader.

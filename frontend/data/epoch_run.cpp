@@ -2,9 +2,9 @@
 // its ordered delivery and its cancellation.
 #include "frontend/data/epoch_run.h"
 
-#include <exception>
-
 #include <fmt/format.h>
+
+#include <exception>
 
 #include "runtime/error.h"
 
@@ -244,8 +244,8 @@ std::optional<Batch> EpochRun::next() {
     if (slot.end) return std::nullopt;
     if (slot.worker < 0)
       throw Error(fmt::format("DataLoader: loading batch {} of epoch {} failed: {}", batch, epoch_, slot.error));
-    throw Error(fmt::format("DataLoader: worker {} failed loading batch {} of epoch {}: {}", slot.worker, batch,
-                            epoch_, slot.error));
+    throw Error(fmt::format("DataLoader: worker {} failed loading batch {} of epoch {}: {}", slot.worker, batch, epoch_,
+                            slot.error));
   }
   return std::move(slot.batch);
 }

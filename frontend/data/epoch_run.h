@@ -26,11 +26,11 @@ namespace kiln::data::detail {
 
 /// What a loader reads and how; shared by the loader and its epochs.
 struct LoaderSource {
-  std::shared_ptr<const Dataset> dataset;      ///< map-style, or
-  std::shared_ptr<IterableDataset> iterable;   ///< a stream
-  std::shared_ptr<const Sampler> sampler;      ///< map-style only
+  std::shared_ptr<const Dataset> dataset;     ///< map-style, or
+  std::shared_ptr<IterableDataset> iterable;  ///< a stream
+  std::shared_ptr<const Sampler> sampler;     ///< map-style only
   DataLoaderOptions options;
-  CollateFn collate;                           ///< empty: data::collate
+  CollateFn collate;  ///< empty: data::collate
 };
 
 class EpochRun;
@@ -86,9 +86,9 @@ class EpochRun {
 
   struct Slot {
     std::optional<Batch> batch;
-    bool end = false;        ///< no batch: the stream ended (or the run was cancelled)
+    bool end = false;  ///< no batch: the stream ended (or the run was cancelled)
     bool streamEnded = false;
-    std::string error;       ///< what the load threw
+    std::string error;  ///< what the load threw
     int worker = -1;
   };
 
