@@ -57,6 +57,32 @@ TEST(DataLoader, SameBatchesForAnyNumberOfWorkers) {
   }
 }
 
+TEST(DataLoader, ASlowFirstBatchIsStillDeliveredFirst) {
+  // Batch 0 takes 60 ms, the others nothing: the second worker finishes
+  // batches 1, 2, ... first, and they wait for it.
+  auto dataset = std::make_shared<NumberDataset>(6, [](int64_t i) {
+    if (i == 0) std::this_thread::sleep_for(60ms);
+  });
+  DataLoader loader(dataset, {.batchSize = 1, .numWorkers = 2, .prefetchFactor = 4});
+  EXPECT_EQ(labelsOf(loader), (std::vector<std::vector<int64_t>>{{0}, {1}, {2}, {3}, {4}, {5}}));
+}
+
+TEST(DataLoader, PrefetchIsBoundedByWorkersTimesPrefetchFactor) {
+  std::atomic<int64_t> highest{-1};
+  auto dataset = std::make_shared<NumberDataset>(100, [&](int64_t i) {
+    int64_t seen = highest.load();
+    while (i > seen && !highest.compare_exchange_weak(seen, i)) {
+    }
+  });
+  DataLoader loader(dataset, {.batchSize = 1, .numWorkers = 2, .prefetchFactor = 2});
+  auto it = loader.begin();  // batch 0 delivered; 2 x 2 batches may be claimed beyond it
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(highest.load(), 4);
+  ++it;
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(highest.load(), 5) << "one more once the consumer took one";
+}
+
 TEST(DataLoader, EachEpochShufflesDifferentlyAndReproducibly) {
   auto dataset = std::make_shared<NumberDataset>(16);
   DataLoader loader(dataset, {.batchSize = 16, .shuffle = true, .numWorkers = 2, .seed = 7});
