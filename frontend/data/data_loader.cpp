@@ -50,7 +50,17 @@ DataLoader::DataLoader(std::shared_ptr<IterableDataset> dataset, DataLoaderOptio
 }
 
 DataLoader::~DataLoader() {
+  if (!state_) return;  // moved from
   if (auto run = state_->running.lock()) run->finish();
+}
+
+DataLoader& DataLoader::operator=(DataLoader&& other) noexcept {
+  if (this != &other) {
+    if (state_)
+      if (auto run = state_->running.lock()) run->finish();
+    state_ = std::move(other.state_);
+  }
+  return *this;
 }
 
 void DataLoader::setCollate(CollateFn collate) {

@@ -44,10 +44,12 @@
 // map-style Dataset (data::map).
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <iterator>
 #include <memory>
 #include <optional>
+#include <type_traits>
 
 #include "frontend/data/collate.h"
 #include "frontend/data/dataset.h"
@@ -105,9 +107,20 @@ class DataLoader {
              DataLoaderOptions options = {});
   /// Reads a stream (shuffle must be false; Note [Iterable datasets and workers]).
   explicit DataLoader(std::shared_ptr<IterableDataset> dataset, DataLoaderOptions options = {});
+  /// A data set passed by value (`DataLoader(TensorDataset({x, y}), {...})`),
+  /// moved into a shared_ptr the loader owns.
+  template <typename D>
+  requires(
+      std::derived_from<std::remove_cvref_t<D>, Dataset> ||
+      std::derived_from<std::remove_cvref_t<D>, IterableDataset>) explicit DataLoader(D&& dataset,
+                                                                                      DataLoaderOptions options = {})
+      : DataLoader(asShared(std::forward<D>(dataset)), options) {}
+  /// Ends the epoch running, if any (Note [Stopping workers]).
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
+  DataLoader(DataLoader&&) noexcept = default;
+  DataLoader& operator=(DataLoader&&) noexcept;
 
   /// Replaces data::collate (the loader still pins what it returns with pinMemory).
   void setCollate(CollateFn collate);
@@ -125,6 +138,14 @@ class DataLoader {
   const DataLoaderOptions& options() const;
 
  private:
+  template <typename D>
+  static auto asShared(D&& dataset) {
+    using T = std::remove_cvref_t<D>;
+    if constexpr (std::derived_from<T, Dataset>)
+      return std::shared_ptr<const Dataset>(std::make_shared<T>(std::forward<D>(dataset)));
+    else
+      return std::shared_ptr<IterableDataset>(std::make_shared<T>(std::forward<D>(dataset)));
+  }
   std::shared_ptr<detail::LoaderState> state_;
 };
 

@@ -225,6 +225,17 @@ TEST(DataLoader, ASamplerOfOnesOwnOrDistributed) {
   EXPECT_THROW((void)DataLoader(dataset, sampler, {.shuffle = true}), Error);
 }
 
+TEST(DataLoader, TakesADatasetByValueAndMoves) {
+  const Tensor x = arange(0, 8, 1, DType::f32, Device::cpu()).view({4, 2});
+  const Tensor y = fromVector(std::vector<int64_t>{0, 1, 2, 3}, {4}, Device::cpu());
+  DataLoader loader(TensorDataset({x, y}), {.batchSize = 2, .numWorkers = 1});
+  DataLoader moved = std::move(loader);
+  EXPECT_EQ(labelsOf(moved), (std::vector<std::vector<int64_t>>{{0, 1}, {2, 3}}));
+  std::vector<DataLoader> several;
+  several.push_back(DataLoader(std::make_shared<NumberDataset>(3), {.batchSize = 3}));
+  EXPECT_EQ(labelsOf(several[0]), (std::vector<std::vector<int64_t>>{{0, 1, 2}}));
+}
+
 TEST(DataLoader, BadOptionsAreErrors) {
   auto dataset = std::make_shared<NumberDataset>(4);
   try {
