@@ -14,7 +14,7 @@
 #include "frontend/autograd/autograd.h"
 #include "frontend/compile.h"
 #include "frontend/cuda.h"
-#include "frontend/data/distributed_sampler.h"
+#include "frontend/data/data.h"
 #include "frontend/distributed.h"
 #include "frontend/dropout.h"
 #include "frontend/indexing.h"

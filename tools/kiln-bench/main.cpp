@@ -22,6 +22,7 @@
 #include "runtime/device_interface.h"
 #include "runtime/thread_pool.h"
 #include "tools/common/machine.h"
+#include "tools/kiln-bench/loader_suite.h"
 #include "tools/kiln-bench/measure.h"
 #include "tools/kiln-bench/options.h"
 #include "tools/kiln-bench/report.h"
@@ -184,6 +185,7 @@ int main(int argc, char** argv) {
       std::cout << usage();
       return 0;
     }
+    if (options.suite == "loader") return runLoaderSuite(options, std::cout);
     return run(options);
   } catch (const UsageError& e) {
     std::cerr << "kiln-bench: " << e.what() << "\n"

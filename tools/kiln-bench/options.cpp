@@ -3,8 +3,9 @@
 // `--flag=value`, errors as UsageError.
 #include "tools/kiln-bench/options.h"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
 
 #include "runtime/device.h"
 #include "runtime/error.h"
@@ -14,6 +15,7 @@ namespace kiln::bench {
 std::string usage() {
   return "usage: kiln-bench [--device DEVICE] [--replay MODE] [--filter REGEX] [--repeats N] [--json FILE]\n"
          "                  [--compare-torch [--no-torch-compile]] [--list] [--help]\n"
+         "       kiln-bench --suite loader [--repeats N] [--json FILE]\n"
          "\n"
          "Runs each workload eagerly and compiled (kiln::compile) on a device and prints\n"
          "median times, speedup, effective bandwidth against the device's copy bandwidth\n"
@@ -30,6 +32,8 @@ std::string usage() {
          "                  run and on the same kind of device, under $KILN_TORCH_PYTHON (default\n"
          "                  python3); without torch it says so and prints kiln's columns\n"
          "  --no-torch-compile  with --compare-torch, skip torch.compile (it compiles for minutes)\n"
+         "  --suite SUITE   kernels (default: the workloads) or loader: DataLoader samples/s with a\n"
+         "                  1 ms transform at 0, 1 and 2 workers (docs/data.md); --repeats sets its epochs\n"
          "  --list          print the workloads and exit\n"
          "  --help          print this help and exit\n"
          "\n"
@@ -52,6 +56,7 @@ Options parseOptions(const std::vector<std::string>& args) {
   CLI::Option* jsonOpt = app.add_option("--json", json);
   app.add_option("--repeats", o.repeats)->check(CLI::PositiveNumber);
   app.add_option("--device", o.device);
+  app.add_option("--suite", o.suite)->check(CLI::IsMember({"kernels", "loader"}));
   app.add_option("--replay", o.replay)->check(CLI::IsMember({"cheaper", "always", "off"}));
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last first
   try {
@@ -72,6 +77,8 @@ Options parseOptions(const std::vector<std::string>& args) {
   } catch (const Error& e) {
     throw UsageError(fmt::format("--device: {}", e.what()));
   }
+  if (o.suite == "loader" && (o.filter || o.compareTorch || o.list || o.device != "cpu"))
+    throw UsageError("--suite loader takes --repeats and --json only");
   if (!o.torchCompile && !o.compareTorch) throw UsageError("--no-torch-compile needs --compare-torch");
   return o;
 }

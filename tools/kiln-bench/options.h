@@ -11,11 +11,12 @@ namespace kiln::bench {
 struct Options {
   std::optional<std::string> filter;  ///< std::regex searched in each workload name
   std::optional<std::string> jsonPath;
-  int repeats = 0;            ///< timed calls per side; 0: adaptive (5 to 20 calls, about 1 s)
-  bool compareTorch = false;  ///< also measure each workload in PyTorch (torch_compare.h)
-  bool torchCompile = true;   ///< with compareTorch: also torch.compile each workload
-  std::string device = "cpu";  ///< --device: cpu, opencl[:N], cuda[:N]
+  int repeats = 0;                 ///< timed calls per side; 0: adaptive (5 to 20 calls, about 1 s)
+  bool compareTorch = false;       ///< also measure each workload in PyTorch (torch_compare.h)
+  bool torchCompile = true;        ///< with compareTorch: also torch.compile each workload
+  std::string device = "cpu";      ///< --device: cpu, opencl[:N], cuda[:N]
   std::string replay = "cheaper";  ///< --replay: the compiled side's CompileOptions::graphReplay
+  std::string suite = "kernels";   ///< --suite: kernels (the workloads), loader (loader_suite.h)
   bool list = false;
   bool help = false;
 };
