@@ -20,6 +20,7 @@
 #include "frontend/autograd/node.h"
 #include "frontend/ops.h"
 #include "runtime/error.h"
+#include "runtime/profiler_events.h"
 
 namespace kiln::autograd {
 
@@ -57,6 +58,7 @@ void addInto(std::vector<Tensor>& buffer, int index, const Tensor& g) {
 }  // namespace
 
 void runBackward(const std::vector<Tensor>& roots, const std::vector<Tensor>& rootGrads, bool retainGraph) {
+  profiler::RecordFunction range("autograd", "backward");
   std::unordered_map<Node*, Pending> pending;
   std::vector<std::shared_ptr<Node>> start;
   // Count dependencies over everything reachable from the roots.
@@ -103,7 +105,11 @@ void runBackward(const std::vector<Tensor>& roots, const std::vector<Tensor>& ro
         const ir::TensorType& t = node->outputTypes[i];
         grads[i] = zeros(t.shape, t.dtype, t.device);
       }
-    std::vector<Tensor> inputGrads = node->apply(grads);
+    std::vector<Tensor> inputGrads;
+    {
+      profiler::RecordFunction apply("autograd", node->name());
+      inputGrads = node->apply(grads);
+    }
     if (!retainGraph) node->release();
     for (size_t i = 0; i < node->next.size(); ++i) {
       const Edge& e = node->next[i];
