@@ -140,7 +140,7 @@ std::unique_ptr<ir::Graph> buildEager(ir::Op op, const std::vector<ir::TensorTyp
 /// arguments). The offset is not part of it: inputs are bound where they start.
 // An op's inputs as a profile records them (recordShapes): a scalar is a
 // 0-d input of dtype "scalar", as torch.profiler's "Scalar".
-void recordInputs(profiler::Event& e, const std::vector<Operand>& operands) {
+void recordInputs(profiler::TraceEvent& e, const std::vector<Operand>& operands) {
   for (const Operand& o : operands) {
     if (o.isScalar || !o.tensor.defined()) {
       e.shapes.emplace_back();

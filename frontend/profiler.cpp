@@ -73,7 +73,7 @@ void Profile::step() {
   const Action now = action(stepNum_);
   const int64_t end = nowNs();
   if ((now == Action::record || now == Action::recordAndSave) && (recordingFlags() & kCpu)) {
-    Event marker;
+    TraceEvent marker;
     marker.name = fmt::format("ProfilerStep#{}", stepNum_);
     marker.category = "step";
     marker.startNs = stepStartNs_;
@@ -98,20 +98,20 @@ void Profile::stop() {
   const Action now = action(stepNum_);
   setFlags(0);
   running_ = false;
-  std::vector<Event> events = drain();
+  std::vector<TraceEvent> events = drain();
   release();
   // Without a schedule, start() to stop() is the trace; with one, the
   // active steps of a cycle stop() cut short.
   if (now == Action::record || now == Action::recordAndSave) {
     if (options_.schedule && (recordingFlags() & kCpu)) {
-      Event marker;
+      TraceEvent marker;
       marker.name = fmt::format("ProfilerStep#{}", stepNum_);
       marker.category = "step";
       marker.startNs = stepStartNs_;
       marker.endNs = nowNs();
       marker.thread = threadId();
       events.insert(std::lower_bound(events.begin(), events.end(), marker,
-                                     [](const Event& a, const Event& b) { return a.startNs < b.startNs; }),
+                                     [](const TraceEvent& a, const TraceEvent& b) { return a.startNs < b.startNs; }),
                     std::move(marker));
     }
     events_ = std::move(events);

@@ -110,7 +110,7 @@ class Profile {
   bool running() const { return running_; }
 
   /// The events of the last trace ready, sorted by start.
-  const std::vector<Event>& events() const { return events_; }
+  const std::vector<TraceEvent>& events() const { return events_; }
   /// The last trace as Chrome trace JSON (docs/profiler.md, "The trace").
   std::string chromeTrace() const;
   /// Writes chromeTrace() to `path`; kiln::Error when it cannot.
@@ -127,12 +127,12 @@ class Profile {
   bool running_ = false;
   int64_t stepNum_ = 0;
   int64_t stepStartNs_ = 0;
-  std::vector<Event> events_;
+  std::vector<TraceEvent> events_;
 };
 
 /// The Chrome trace JSON of `events` (what Profile::chromeTrace() writes).
-std::string chromeTraceJson(const std::vector<Event>& events);
+std::string chromeTraceJson(const std::vector<TraceEvent>& events);
 /// keyAverages() of `events`.
-KeyAverages keyAveragesOf(const std::vector<Event>& events);
+KeyAverages keyAveragesOf(const std::vector<TraceEvent>& events);
 
 }  // namespace kiln::profiler

@@ -14,7 +14,7 @@ namespace kiln::profiler {
 
 namespace {
 
-double usOf(const Event& e) { return static_cast<double>(e.endNs - e.startNs) / 1000.0; }
+double usOf(const TraceEvent& e) { return static_cast<double>(e.endNs - e.startNs) / 1000.0; }
 
 std::string timeStr(double us) {
   if (us >= 1e6) return fmt::format("{:.3f}s", us / 1e6);
@@ -35,7 +35,7 @@ double keyOf(const KeyAverage& r, std::string_view sortBy) {
 
 }  // namespace
 
-KeyAverages keyAveragesOf(const std::vector<Event>& events) {
+KeyAverages keyAveragesOf(const std::vector<TraceEvent>& events) {
   std::map<std::string, KeyAverage> rows;
   auto row = [&](const std::string& name) -> KeyAverage& {
     KeyAverage& r = rows[name];
@@ -43,7 +43,7 @@ KeyAverages keyAveragesOf(const std::vector<Event>& events) {
     return r;
   };
   std::unordered_map<uint64_t, double> kernelUs;  // correlation -> the kernel's device time
-  for (const Event& e : events) {
+  for (const TraceEvent& e : events) {
     if (e.kind != EventKind::kernel) continue;
     KeyAverage& r = row(e.name);
     r.count++;
@@ -54,15 +54,15 @@ KeyAverages keyAveragesOf(const std::vector<Event>& events) {
   }
   // Per thread, ranges in order of start (enclosing first): a stack of the
   // open ones gives each its parent, whose self time loses the child's.
-  std::map<uint32_t, std::vector<const Event*>> threads;
-  for (const Event& e : events)
+  std::map<uint32_t, std::vector<const TraceEvent*>> threads;
+  for (const TraceEvent& e : events)
     if (e.kind == EventKind::range) threads[e.thread].push_back(&e);
   for (auto& [thread, ranges] : threads) {
-    std::stable_sort(ranges.begin(), ranges.end(), [](const Event* a, const Event* b) {
+    std::stable_sort(ranges.begin(), ranges.end(), [](const TraceEvent* a, const TraceEvent* b) {
       return a->startNs != b->startNs ? a->startNs < b->startNs : a->endNs > b->endNs;
     });
-    std::vector<const Event*> open;
-    for (const Event* e : ranges) {
+    std::vector<const TraceEvent*> open;
+    for (const TraceEvent* e : ranges) {
       while (!open.empty() && open.back()->endNs < e->endNs) open.pop_back();  // ended before e: not its parent
       KeyAverage& r = row(e->name);
       r.count++;
@@ -72,7 +72,7 @@ KeyAverages keyAveragesOf(const std::vector<Event>& events) {
       if (e->correlation) {
         if (auto it = kernelUs.find(e->correlation); it != kernelUs.end()) {
           r.deviceTimeTotal += it->second;
-          for (const Event* parent : open) row(parent->name).deviceTimeTotal += it->second;
+          for (const TraceEvent* parent : open) row(parent->name).deviceTimeTotal += it->second;
         }
       }
       open.push_back(e);

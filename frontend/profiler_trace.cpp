@@ -28,7 +28,7 @@ namespace {
 
 using nlohmann::json;
 
-json argsOf(const Event& e) {
+json argsOf(const TraceEvent& e) {
   json args = json::object();
   if (!e.shapes.empty() || !e.dtypes.empty()) {
     args["Input Dims"] = e.shapes;
@@ -47,16 +47,16 @@ json argsOf(const Event& e) {
 
 }  // namespace
 
-std::string chromeTraceJson(const std::vector<Event>& events) {
+std::string chromeTraceJson(const std::vector<TraceEvent>& events) {
   int64_t base = 0;
-  for (const Event& e : events) base = base == 0 ? e.startNs : std::min(base, e.startNs);
+  for (const TraceEvent& e : events) base = base == 0 ? e.startNs : std::min(base, e.startNs);
   auto us = [&](int64_t ns) { return static_cast<double>(ns - base) / 1000.0; };
 
   // Note [The trace's tracks]
   std::map<std::string, int> devicePid;
   std::map<std::pair<std::string, uint64_t>, int> streamTid;
   std::vector<uint32_t> threads;
-  for (const Event& e : events) {
+  for (const TraceEvent& e : events) {
     if (e.kind == EventKind::range || e.kind == EventKind::memory)
       if (std::find(threads.begin(), threads.end(), e.thread) == threads.end()) threads.push_back(e.thread);
     if (e.kind != EventKind::range) devicePid.emplace(e.device, 0);
@@ -64,7 +64,7 @@ std::string chromeTraceJson(const std::vector<Event>& events) {
   int nextPid = 1;
   for (auto& [device, pid] : devicePid) pid = nextPid++;
   std::map<std::string, int> nextTid;
-  for (const Event& e : events) {
+  for (const TraceEvent& e : events) {
     if (e.kind != EventKind::kernel) continue;
     auto [it, fresh] = streamTid.try_emplace({e.device, e.stream}, 0);
     if (fresh) it->second = e.stream == 0 ? 1 : 2 + nextTid[e.device]++;
@@ -91,11 +91,11 @@ std::string chromeTraceJson(const std::vector<Event>& events) {
                    {"tid", tid},
                    {"args", {{"name", tid == 1 ? std::string("stream 0 (default)") : fmt::format("stream {}", tid - 1)}}}});
 
-  std::map<uint64_t, const Event*> launches;  // correlation -> host launch
-  for (const Event& e : events)
+  std::map<uint64_t, const TraceEvent*> launches;  // correlation -> host launch
+  for (const TraceEvent& e : events)
     if (e.kind == EventKind::range && e.correlation) launches.emplace(e.correlation, &e);
 
-  for (const Event& e : events) {
+  for (const TraceEvent& e : events) {
     switch (e.kind) {
       case EventKind::range:
         out.push_back({{"ph", "X"},
@@ -119,7 +119,7 @@ std::string chromeTraceJson(const std::vector<Event>& events) {
                        {"dur", static_cast<double>(e.endNs - e.startNs) / 1000.0},
                        {"args", argsOf(e)}});
         if (auto it = launches.find(e.correlation); it != launches.end()) {
-          const Event& launch = *it->second;
+          const TraceEvent& launch = *it->second;
           out.push_back({{"ph", "s"},
                          {"id", e.correlation},
                          {"name", "launch"},

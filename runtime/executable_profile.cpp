@@ -66,7 +66,7 @@ void profiledStep(const Executable& exe, size_t s, std::span<const DevicePtr> bo
   const int64_t t1 = profiler::nowNs();
   const uint64_t correlation = profiler::nextCorrelation();
   if (f & profiler::kCpu) {
-    profiler::Event launch;
+    profiler::TraceEvent launch;
     launch.name = launchName(step);
     launch.category = "launch";
     launch.startNs = t0;
@@ -77,7 +77,7 @@ void profiledStep(const Executable& exe, size_t s, std::span<const DevicePtr> bo
     profiler::record(std::move(launch));
   }
   if (f & profiler::kDevice) {
-    profiler::Event kernel;
+    profiler::TraceEvent kernel;
     kernel.kind = profiler::EventKind::kernel;
     kernel.name = stepName(step);
     kernel.category = kernelCategory(step);
@@ -97,7 +97,7 @@ void profiledStep(const Executable& exe, size_t s, std::span<const DevicePtr> bo
 void profiledUpload(const Executable& exe, size_t bytes, StreamHandle stream, int64_t startNs, int64_t endNs) {
   const uint32_t f = profiler::flags();
   const uint64_t correlation = profiler::nextCorrelation();
-  profiler::Event e;
+  profiler::TraceEvent e;
   e.startNs = startNs;
   e.endNs = endNs;
   e.device = exe.device.str();
@@ -106,7 +106,7 @@ void profiledUpload(const Executable& exe, size_t bytes, StreamHandle stream, in
     e.name = "copy_host_to_device";
     e.category = "launch";
     e.detail = "per-call inputs";
-    profiler::record(profiler::Event(e));
+    profiler::record(profiler::TraceEvent(e));
   }
   if (f & profiler::kDevice) {
     e.kind = profiler::EventKind::kernel;

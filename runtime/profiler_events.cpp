@@ -34,7 +34,7 @@ namespace {
 
 struct ThreadBuffer {
   std::mutex mutex;
-  std::vector<Event> events;
+  std::vector<TraceEvent> events;
   uint32_t id = 0;
 };
 
@@ -70,7 +70,7 @@ ThreadBuffer& threadBuffer() {
 /// Waits for a timed kernel's events and sets its duration (from its
 /// launch's host start until placed by place()); keeps the host times when
 /// the driver cannot say.
-void resolve(Event& e) {
+void resolve(TraceEvent& e) {
   DeviceTiming& t = *e.timing;
   try {
     t.driver->synchronizeEvent(t.end);
@@ -100,14 +100,14 @@ uint32_t threadId() { return threadBuffer().id; }
 
 uint64_t nextCorrelation() { return registry().nextCorrelation.fetch_add(1, std::memory_order_relaxed); }
 
-void record(Event&& event) {
+void record(TraceEvent&& event) {
   ThreadBuffer& b = threadBuffer();
   event.thread = b.id;
   std::lock_guard lock(b.mutex);
   b.events.push_back(std::move(event));
 }
 
-void recordTimedKernel(Event&& event, runtime::DeviceInterface& driver, void* start, void* end) {
+void recordTimedKernel(TraceEvent&& event, runtime::DeviceInterface& driver, void* start, void* end) {
   auto timing = std::make_shared<DeviceTiming>();
   timing->driver = &driver;
   timing->start = {start};
@@ -118,7 +118,7 @@ void recordTimedKernel(Event&& event, runtime::DeviceInterface& driver, void* st
 
 void recordMemory(std::string_view device, int64_t bytes, int64_t totalAllocated, int64_t totalReserved) {
   if (!(flags() & kMemory)) return;
-  Event e;
+  TraceEvent e;
   e.kind = EventKind::memory;
   e.name = "[memory]";
   e.category = "memory";
@@ -131,7 +131,7 @@ void recordMemory(std::string_view device, int64_t bytes, int64_t totalAllocated
 }
 
 void RecordFunction::begin(std::string_view category, std::string_view name) {
-  event_ = std::make_unique<Event>();
+  event_ = std::make_unique<TraceEvent>();
   event_->name = name;
   event_->category = category;
   event_->startNs = nowNs();
@@ -156,9 +156,9 @@ void release() {
 
 void setFlags(uint32_t f) { detail::gFlags.store(f, std::memory_order_relaxed); }
 
-std::vector<Event> drain() {
+std::vector<TraceEvent> drain() {
   Registry& r = registry();
-  std::vector<Event> all;
+  std::vector<TraceEvent> all;
   {
     std::lock_guard lock(r.mutex);
     for (const std::shared_ptr<ThreadBuffer>& b : r.buffers) {
@@ -172,13 +172,13 @@ std::vector<Event> drain() {
   // Kernels on each stream run in launch order: a device-timed kernel
   // starts when it was launched or when the one before it on its stream
   // ended, whichever is later (Note [Device times] in docs/profiler.md).
-  std::map<std::pair<std::string, uint64_t>, std::vector<Event*>> streams;
-  for (Event& e : all)
+  std::map<std::pair<std::string, uint64_t>, std::vector<TraceEvent*>> streams;
+  for (TraceEvent& e : all)
     if (e.kind == EventKind::kernel) streams[{e.device, e.stream}].push_back(&e);
   for (auto& [key, kernels] : streams) {
-    std::sort(kernels.begin(), kernels.end(), [](const Event* a, const Event* b) { return a->correlation < b->correlation; });
+    std::sort(kernels.begin(), kernels.end(), [](const TraceEvent* a, const TraceEvent* b) { return a->correlation < b->correlation; });
     int64_t previousEnd = 0;
-    for (Event* k : kernels) {
+    for (TraceEvent* k : kernels) {
       if (k->timing) {
         resolve(*k);
         const int64_t duration = k->endNs - k->startNs;
@@ -189,7 +189,7 @@ std::vector<Event> drain() {
     }
   }
   // By start; an enclosing range (longer) before what it encloses.
-  std::stable_sort(all.begin(), all.end(), [](const Event& a, const Event& b) {
+  std::stable_sort(all.begin(), all.end(), [](const TraceEvent& a, const TraceEvent& b) {
     return std::tie(a.startNs, b.endNs) < std::tie(b.startNs, a.endNs);
   });
   return all;

@@ -59,7 +59,7 @@ enum class EventKind : uint8_t {
 struct DeviceTiming;
 
 /// One recorded event.
-struct Event {
+struct TraceEvent {
   EventKind kind = EventKind::range;
   std::string name;
   std::string category;  ///< "op", "compile", "pass", "codegen", "cache", "autograd", "launch", "kernel", ...
@@ -84,12 +84,12 @@ uint32_t threadId();
 uint64_t nextCorrelation();
 
 /// Adds `event` to the calling thread's buffer (sets its thread).
-void record(Event&& event);
+void record(TraceEvent&& event);
 
 /// A kernel whose device times come from timed events `start` and `end`
 /// recorded around it on `driver`: drain() waits for them and places the
 /// kernel on its stream (docs/profiler.md, "Device times").
-void recordTimedKernel(Event&& event, runtime::DeviceInterface& driver, void* start, void* end);
+void recordTimedKernel(TraceEvent&& event, runtime::DeviceInterface& driver, void* start, void* end);
 
 /// A memory event on `device`, if kMemory is on.
 void recordMemory(std::string_view device, int64_t bytes, int64_t totalAllocated, int64_t totalReserved);
@@ -108,12 +108,12 @@ class RecordFunction {
   RecordFunction(const RecordFunction&) = delete;
   RecordFunction& operator=(const RecordFunction&) = delete;
   /// The event being recorded, null when nothing is (to add shapes, detail).
-  Event* event() { return event_.get(); }
+  TraceEvent* event() { return event_.get(); }
 
  private:
   void begin(std::string_view category, std::string_view name);
   void end();
-  std::unique_ptr<Event> event_;
+  std::unique_ptr<TraceEvent> event_;
 };
 
 // Collection, for the profile that owns it (frontend/profiler.h).
@@ -125,6 +125,6 @@ void release();
 void setFlags(uint32_t flags);
 /// Every thread's events so far, emptied: kernels with device timings
 /// resolved (this waits for them), sorted by start.
-std::vector<Event> drain();
+std::vector<TraceEvent> drain();
 
 }  // namespace kiln::profiler

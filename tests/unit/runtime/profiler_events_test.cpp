@@ -46,12 +46,12 @@ TEST(ProfilerEvents, RangesNestAndDrainSortedByStart) {
     { profiler::RecordFunction a("test", "a"); }
     { profiler::RecordFunction b("test", "b"); }
   }
-  const std::vector<profiler::Event> events = profiler::drain();
+  const std::vector<profiler::TraceEvent> events = profiler::drain();
   ASSERT_EQ(events.size(), 3u);
   EXPECT_EQ(events[0].name, "outer") << "the enclosing range first, though it ended last";
   EXPECT_EQ(events[1].name, "a");
   EXPECT_EQ(events[2].name, "b");
-  for (const profiler::Event& e : events) EXPECT_EQ(e.thread, profiler::threadId());
+  for (const profiler::TraceEvent& e : events) EXPECT_EQ(e.thread, profiler::threadId());
   EXPECT_LE(events[0].startNs, events[1].startNs);
   EXPECT_LE(events[1].endNs, events[2].startNs);
   EXPECT_GE(events[0].endNs, events[2].endNs);
@@ -67,10 +67,10 @@ TEST(ProfilerEvents, EachThreadHasItsOwnId) {
   });
   t.join();  // its events outlive it until drained
   { profiler::RecordFunction r("test", "this thread"); }
-  const std::vector<profiler::Event> events = profiler::drain();
+  const std::vector<profiler::TraceEvent> events = profiler::drain();
   ASSERT_EQ(events.size(), 2u);
   EXPECT_NE(other, profiler::threadId());
-  for (const profiler::Event& e : events)
+  for (const profiler::TraceEvent& e : events)
     EXPECT_EQ(e.thread, e.name == "other thread" ? other : profiler::threadId()) << e.name;
 }
 
@@ -89,10 +89,10 @@ TEST(ProfilerEvents, AStepsLaunchAndKernelShareACorrelationAndCountBytes) {
   auto input = runtime::allocateBuffer(Device::cpu(), 64 * sizeof(float));
   Collecting on(profiler::kCpu | profiler::kDevice | profiler::kMemory);
   (void)exe.run({input});
-  const std::vector<profiler::Event> events = profiler::drain();
-  const profiler::Event *launch = nullptr, *kernel = nullptr;
+  const std::vector<profiler::TraceEvent> events = profiler::drain();
+  const profiler::TraceEvent *launch = nullptr, *kernel = nullptr;
   int allocations = 0;
-  for (const profiler::Event& e : events) {
+  for (const profiler::TraceEvent& e : events) {
     if (e.kind == profiler::EventKind::range && e.name == "launch_kernel") launch = &e;
     if (e.kind == profiler::EventKind::kernel) kernel = &e;
     if (e.kind == profiler::EventKind::memory && e.bytes > 0) {
