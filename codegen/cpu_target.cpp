@@ -11,8 +11,8 @@
 #include "runtime/attention.h"
 #include "runtime/blas.h"
 #include "runtime/error.h"
-#include "runtime/profiler_events.h"
 #include "runtime/indexing.h"
+#include "runtime/profiler_events.h"
 
 namespace kiln::codegen {
 

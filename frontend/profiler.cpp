@@ -54,8 +54,9 @@ void Profile::start() {
                s.wait, s.warmup, s.active, s.repeat, s.skipFirst);
   }
   KILN_CHECK(recordingFlags() & (kCpu | kDevice), "profiler: no activity to record (activities is empty)");
-  KILN_CHECK(acquire(), "profiler: another profile is active (one at a time; KILN_PROFILE holds one for the whole "
-                        "program)");
+  KILN_CHECK(acquire(),
+             "profiler: another profile is active (one at a time; KILN_PROFILE holds one for the whole "
+             "program)");
   running_ = true;
   stepNum_ = 0;
   events_.clear();

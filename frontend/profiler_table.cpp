@@ -28,9 +28,10 @@ double keyOf(const KeyAverage& r, std::string_view sortBy) {
   if (sortBy == "device_time_total" || sortBy == "cuda_time_total") return r.deviceTimeTotal;
   if (sortBy == "self_device_time_total" || sortBy == "self_cuda_time_total") return r.selfDeviceTimeTotal;
   if (sortBy == "count") return static_cast<double>(r.count);
-  throw Error(fmt::format("profiler: cannot sort by '{}': expected cpu_time_total, self_cpu_time_total, "
-                          "device_time_total, self_device_time_total or count",
-                          sortBy));
+  throw Error(
+      fmt::format("profiler: cannot sort by '{}': expected cpu_time_total, self_cpu_time_total, "
+                  "device_time_total, self_device_time_total or count",
+                  sortBy));
 }
 
 }  // namespace
@@ -111,9 +112,9 @@ std::string KeyAverages::table(std::string_view sortBy, int rowLimit) const {
         r.bytesMoved > 0 && r.selfDeviceTimeTotal > 0
             ? fmt::format("{:.2f}", static_cast<double>(r.bytesMoved) / (r.selfDeviceTimeTotal * 1e-6) * 1e-9)
             : "";
-    out += fmt::format("{:<{}}  {:>12}{:>12}{:>12}{:>12}{:>12}{:>12}{:>10}\n", name, width, pct(r.selfCpuTimeTotal, selfCpu),
-                       timeStr(r.selfCpuTimeTotal), timeStr(r.cpuTimeTotal), timeStr(r.selfDeviceTimeTotal),
-                       timeStr(r.deviceTimeTotal), gbs, r.count);
+    out += fmt::format("{:<{}}  {:>12}{:>12}{:>12}{:>12}{:>12}{:>12}{:>10}\n", name, width,
+                       pct(r.selfCpuTimeTotal, selfCpu), timeStr(r.selfCpuTimeTotal), timeStr(r.cpuTimeTotal),
+                       timeStr(r.selfDeviceTimeTotal), timeStr(r.deviceTimeTotal), gbs, r.count);
   }
   out += rule + "\n";
   out += fmt::format("Self CPU time total: {}\nSelf device time total: {}\n", timeStr(selfCpu), timeStr(selfDevice));

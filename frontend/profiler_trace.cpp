@@ -15,10 +15,10 @@
 // allocating thread, with bytes and the device's totals, and a counter
 // ("C") per device. Times are microseconds from the trace's first event.
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "frontend/profiler.h"
 
@@ -74,22 +74,24 @@ std::string chromeTraceJson(const std::vector<TraceEvent>& events) {
   out.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", 0}, {"tid", 0}, {"args", {{"name", "kiln host"}}}});
   out.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", 0}, {"tid", 0}, {"args", {{"sort_index", 0}}}});
   for (uint32_t t : threads)
-    out.push_back({{"ph", "M"},
-                   {"name", "thread_name"},
-                   {"pid", 0},
-                   {"tid", t},
-                   {"args", {{"name", t == 1 ? std::string("thread 1 (first to record)") : "thread " + std::to_string(t)}}}});
+    out.push_back(
+        {{"ph", "M"},
+         {"name", "thread_name"},
+         {"pid", 0},
+         {"tid", t},
+         {"args", {{"name", t == 1 ? std::string("thread 1 (first to record)") : "thread " + std::to_string(t)}}}});
   for (const auto& [device, pid] : devicePid) {
     out.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", device}}}});
     out.push_back(
         {{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"tid", 0}, {"args", {{"sort_index", pid}}}});
   }
   for (const auto& [key, tid] : streamTid)
-    out.push_back({{"ph", "M"},
-                   {"name", "thread_name"},
-                   {"pid", devicePid.at(key.first)},
-                   {"tid", tid},
-                   {"args", {{"name", tid == 1 ? std::string("stream 0 (default)") : fmt::format("stream {}", tid - 1)}}}});
+    out.push_back(
+        {{"ph", "M"},
+         {"name", "thread_name"},
+         {"pid", devicePid.at(key.first)},
+         {"tid", tid},
+         {"args", {{"name", tid == 1 ? std::string("stream 0 (default)") : fmt::format("stream {}", tid - 1)}}}});
 
   std::map<uint64_t, const TraceEvent*> launches;  // correlation -> host launch
   for (const TraceEvent& e : events)

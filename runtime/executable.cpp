@@ -8,8 +8,8 @@
 #include "runtime/error.h"
 #include "runtime/executable_collectives.h"
 #include "runtime/executable_profile.h"
-#include "runtime/profiler_events.h"
 #include "runtime/executable_replay.h"
+#include "runtime/profiler_events.h"
 #include "runtime/stream.h"
 
 namespace kiln::runtime {

@@ -176,7 +176,8 @@ std::vector<TraceEvent> drain() {
   for (TraceEvent& e : all)
     if (e.kind == EventKind::kernel) streams[{e.device, e.stream}].push_back(&e);
   for (auto& [key, kernels] : streams) {
-    std::sort(kernels.begin(), kernels.end(), [](const TraceEvent* a, const TraceEvent* b) { return a->correlation < b->correlation; });
+    std::sort(kernels.begin(), kernels.end(),
+              [](const TraceEvent* a, const TraceEvent* b) { return a->correlation < b->correlation; });
     int64_t previousEnd = 0;
     for (TraceEvent* k : kernels) {
       if (k->timing) {

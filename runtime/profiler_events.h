@@ -64,13 +64,13 @@ struct TraceEvent {
   std::string name;
   std::string category;  ///< "op", "compile", "pass", "codegen", "cache", "autograd", "launch", "kernel", ...
   int64_t startNs = 0, endNs = 0;
-  uint32_t thread = 0;        ///< the recording thread (threadId())
-  std::string device;         ///< kernel and memory events: "cpu", "opencl:0"
-  uint64_t stream = 0;        ///< kernel events: the stream's native handle (0: the default stream)
-  uint64_t correlation = 0;   ///< a launch range and its kernel share it (nonzero)
-  int64_t bytes = 0;          ///< kernel: bytes moved; memory: + allocated or - freed
-  int64_t totalAllocated = 0; ///< memory: the device's allocated bytes after the event
-  int64_t totalReserved = 0;  ///< memory: the device's reserved bytes after the event
+  uint32_t thread = 0;                       ///< the recording thread (threadId())
+  std::string device;                        ///< kernel and memory events: "cpu", "opencl:0"
+  uint64_t stream = 0;                       ///< kernel events: the stream's native handle (0: the default stream)
+  uint64_t correlation = 0;                  ///< a launch range and its kernel share it (nonzero)
+  int64_t bytes = 0;                         ///< kernel: bytes moved; memory: + allocated or - freed
+  int64_t totalAllocated = 0;                ///< memory: the device's allocated bytes after the event
+  int64_t totalReserved = 0;                 ///< memory: the device's reserved bytes after the event
   std::vector<std::vector<int64_t>> shapes;  ///< ops with kShapes: each tensor input's shape
   std::vector<std::string> dtypes;           ///< ops with kShapes: each tensor input's dtype
   std::string detail;                        ///< free text: "hit", the kernel a cache looked up, ...

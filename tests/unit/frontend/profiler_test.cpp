@@ -4,7 +4,10 @@
 // phases of a cold and a warm compile, allocator events, the schedule, the
 // key-averages table, KILN_PROFILE in a child process, and OpenCL kernels
 // with device times.
+#include "frontend/profiler.h"
+
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -12,13 +15,11 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <unistd.h>
 
 #include "codegen/disk_cache.h"
 #include "codegen/kernel_cache.h"
 #include "common/error_of.h"
 #include "frontend/kiln.h"
-#include "frontend/profiler.h"
 #include "runtime/executable.h"
 
 namespace {
@@ -119,8 +120,8 @@ TEST(Profiler, RangesNestOnTheirThreadAndFollowTheOrderOfTheOps) {
   for (const json& e : complete(trace)) tracks[{e.at("pid"), e.at("tid")}].push_back(e);
   for (auto& [track, events] : tracks) {
     for (size_t i = 1; i < events.size(); ++i)
-      EXPECT_GE(ts(events[i]), ts(events[i - 1])) << "events out of order on track " << track.first << "/"
-                                                  << track.second;
+      EXPECT_GE(ts(events[i]), ts(events[i - 1]))
+          << "events out of order on track " << track.first << "/" << track.second;
     for (size_t i = 0; i < events.size(); ++i)
       for (size_t j = i + 1; j < events.size(); ++j) {
         const bool disjoint = ts(events[j]) >= endOf(events[i]) - 1e-3 || ts(events[i]) >= endOf(events[j]) - 1e-3;
@@ -373,8 +374,8 @@ TEST(ProfilerEnv, WholeProgramTraceWithKilnProfile) {
   const fs::path path = dir / "whole.json";
   fs::remove(path);
   const std::string command = "KILN_PROFILE=" + path.string() + " KILN_TEST_PROFILE_CHILD=1 " +
-                              fs::read_symlink("/proc/self/exe").string() +
-                              " --gtest_filter=ProfilerEnv.ChildRuns > " + path.string() + ".log 2>&1";
+                              fs::read_symlink("/proc/self/exe").string() + " --gtest_filter=ProfilerEnv.ChildRuns > " +
+                              path.string() + ".log 2>&1";
   ASSERT_EQ(std::system(command.c_str()), 0) << "the child failed; its output is in " << path << ".log";
   std::ifstream in(path);
   ASSERT_TRUE(in.good()) << "KILN_PROFILE wrote no trace";

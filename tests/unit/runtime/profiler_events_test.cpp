@@ -2,13 +2,14 @@
 // recorded while flags() is 0, ranges nest and drain sorted, each thread
 // has its own id and buffer, launches pair with their kernels, and
 // allocator events carry bytes and totals.
+#include "runtime/profiler_events.h"
+
 #include <gtest/gtest.h>
 
 #include <thread>
 
 #include "runtime/buffer.h"
 #include "runtime/executable.h"
-#include "runtime/profiler_events.h"
 
 namespace {
 
@@ -33,7 +34,10 @@ void doubleIt(void* const* buffers, const int64_t*, int64_t begin, int64_t end) 
 
 TEST(ProfilerEvents, RecordsNothingWhileOff) {
   ASSERT_EQ(profiler::flags(), 0u);
-  { profiler::RecordFunction r("test", "off"); EXPECT_EQ(r.event(), nullptr); }
+  {
+    profiler::RecordFunction r("test", "off");
+    EXPECT_EQ(r.event(), nullptr);
+  }
   profiler::recordMemory("cpu", 64, 64, 64);
   EXPECT_TRUE(profiler::drain().empty());
 }
