@@ -100,9 +100,9 @@ std::string KeyAverages::table(std::string_view sortBy, int rowLimit) const {
   const size_t shown = rowLimit < 0 ? rows.size() : std::min(rows.size(), static_cast<size_t>(rowLimit));
   for (size_t i = 0; i < shown; ++i) width = std::max(width, std::min<size_t>(rows[i].name.size(), 60));
   auto pct = [](double part, double whole) { return whole > 0 ? fmt::format("{:.2f}%", 100 * part / whole) : "-"; };
-  const std::string rule(width + 2 + 12 * 6 + 10, '-');
+  const std::string rule(width + 2 + 13 * 6 + 9, '-');
   std::string out = rule + "\n";
-  out += fmt::format("{:<{}}  {:>12}{:>12}{:>12}{:>12}{:>12}{:>12}{:>10}\n", "Name", width, "Self CPU %", "Self CPU",
+  out += fmt::format("{:<{}}  {:>13}{:>13}{:>13}{:>13}{:>13}{:>13}{:>9}\n", "Name", width, "Self CPU %", "Self CPU",
                      "CPU total", "Self Device", "Device total", "GB/s", "# Calls");
   out += rule + "\n";
   for (size_t i = 0; i < shown; ++i) {
@@ -112,7 +112,7 @@ std::string KeyAverages::table(std::string_view sortBy, int rowLimit) const {
         r.bytesMoved > 0 && r.selfDeviceTimeTotal > 0
             ? fmt::format("{:.2f}", static_cast<double>(r.bytesMoved) / (r.selfDeviceTimeTotal * 1e-6) * 1e-9)
             : "";
-    out += fmt::format("{:<{}}  {:>12}{:>12}{:>12}{:>12}{:>12}{:>12}{:>10}\n", name, width,
+    out += fmt::format("{:<{}}  {:>13}{:>13}{:>13}{:>13}{:>13}{:>13}{:>9}\n", name, width,
                        pct(r.selfCpuTimeTotal, selfCpu), timeStr(r.selfCpuTimeTotal), timeStr(r.cpuTimeTotal),
                        timeStr(r.selfDeviceTimeTotal), timeStr(r.deviceTimeTotal), gbs, r.count);
   }
