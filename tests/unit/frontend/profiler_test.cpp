@@ -414,6 +414,10 @@ TEST(Profiler, OpenCLKernelsOnTheirStreamWithDeviceTimes) {
   }
   for (size_t i = 1; i < kernels.size(); ++i)
     EXPECT_GE(ts(kernels[i]), endOf(kernels[i - 1]) - 1e-3) << "kernels on one stream overlap";
+  // The move back to the host is an op of its own, with its bytes.
+  const std::vector<json> moves = named(trace, "to", "op");
+  ASSERT_EQ(moves.size(), 1u);
+  EXPECT_EQ(moves[0].at("args").at("detail"), "16 bytes from opencl:0 to cpu");
 }
 
 }  // namespace
