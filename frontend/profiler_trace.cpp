@@ -3,9 +3,9 @@
 // chrome://tracing load.
 //
 // Note [The trace's tracks]
-// Process 0 is the host: one track (tid) per thread that recorded, in the
+// Process 1 is the host: one track (tid) per thread that recorded, in the
 // order threads first recorded. Each device a kernel ran on or memory was
-// allocated on is a process of its own (1, 2, ... in name order) with one
+// allocated on is a process of its own (2, 3, ... in name order) with one
 // track per stream (tid 1 the default stream, then others in order of
 // first use). A launch (a host "X" event) and its kernel (an "X" event on
 // the stream's track) are joined by a flow ("s" at the launch's start, "f"
@@ -14,6 +14,7 @@
 // draws as an arrow. Memory events are instant events ("i") on the
 // allocating thread, with bytes and the device's totals, and a counter
 // ("C") per device. Times are microseconds from the trace's first event.
+// No pid or tid is 0, which Perfetto treats as the kernel's idle task.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -27,6 +28,8 @@ namespace kiln::profiler {
 namespace {
 
 using nlohmann::json;
+
+constexpr int kHostPid = 1;
 
 json argsOf(const TraceEvent& e) {
   json args = json::object();
@@ -61,7 +64,7 @@ std::string chromeTraceJson(const std::vector<TraceEvent>& events) {
       if (std::find(threads.begin(), threads.end(), e.thread) == threads.end()) threads.push_back(e.thread);
     if (e.kind != EventKind::range) devicePid.emplace(e.device, 0);
   }
-  int nextPid = 1;
+  int nextPid = kHostPid + 1;
   for (auto& [device, pid] : devicePid) pid = nextPid++;
   std::map<std::string, int> nextTid;
   for (const TraceEvent& e : events) {
@@ -71,19 +74,19 @@ std::string chromeTraceJson(const std::vector<TraceEvent>& events) {
   }
 
   json out = json::array();
-  out.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", 0}, {"tid", 0}, {"args", {{"name", "kiln host"}}}});
-  out.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", 0}, {"tid", 0}, {"args", {{"sort_index", 0}}}});
+  out.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", kHostPid}, {"tid", 1}, {"args", {{"name", "kiln host"}}}});
+  out.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", kHostPid}, {"tid", 1}, {"args", {{"sort_index", 0}}}});
   for (uint32_t t : threads)
     out.push_back(
         {{"ph", "M"},
          {"name", "thread_name"},
-         {"pid", 0},
+         {"pid", kHostPid},
          {"tid", t},
          {"args", {{"name", t == 1 ? std::string("thread 1 (first to record)") : "thread " + std::to_string(t)}}}});
   for (const auto& [device, pid] : devicePid) {
-    out.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", device}}}});
+    out.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"tid", 1}, {"args", {{"name", device}}}});
     out.push_back(
-        {{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"tid", 0}, {"args", {{"sort_index", pid}}}});
+        {{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"tid", 1}, {"args", {{"sort_index", pid}}}});
   }
   for (const auto& [key, tid] : streamTid)
     out.push_back(
@@ -103,7 +106,7 @@ std::string chromeTraceJson(const std::vector<TraceEvent>& events) {
         out.push_back({{"ph", "X"},
                        {"name", e.name},
                        {"cat", e.category},
-                       {"pid", 0},
+                       {"pid", kHostPid},
                        {"tid", e.thread},
                        {"ts", us(e.startNs)},
                        {"dur", static_cast<double>(e.endNs - e.startNs) / 1000.0},
@@ -126,7 +129,7 @@ std::string chromeTraceJson(const std::vector<TraceEvent>& events) {
                          {"id", e.correlation},
                          {"name", "launch"},
                          {"cat", "ac2g"},
-                         {"pid", 0},
+                         {"pid", kHostPid},
                          {"tid", launch.thread},
                          {"ts", us(launch.startNs)}});
           out.push_back({{"ph", "f"},
@@ -145,7 +148,7 @@ std::string chromeTraceJson(const std::vector<TraceEvent>& events) {
                        {"s", "t"},
                        {"name", e.name},
                        {"cat", e.category},
-                       {"pid", 0},
+                       {"pid", kHostPid},
                        {"tid", e.thread},
                        {"ts", us(e.startNs)},
                        {"args",
@@ -156,7 +159,7 @@ std::string chromeTraceJson(const std::vector<TraceEvent>& events) {
         out.push_back({{"ph", "C"},
                        {"name", "memory " + e.device},
                        {"pid", devicePid.at(e.device)},
-                       {"tid", 0},
+                       {"tid", 1},
                        {"ts", us(e.startNs)},
                        {"args", {{"allocated", e.totalAllocated}, {"reserved", e.totalReserved}}}});
         break;

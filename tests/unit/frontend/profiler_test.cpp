@@ -164,12 +164,16 @@ TEST(Profiler, EveryLaunchedKernelIsOnAStreamWithAFlowFromItsLaunch) {
   ASSERT_GE(f.lastNumKernels(), 2);
   ASSERT_GE(launched, f.lastNumKernels() + 2) << "the program and two eager ops";
   const json trace = traceOf(p);
-  const int cpu = pidOf(trace, "cpu");
+  const int cpu = pidOf(trace, "cpu"), host = pidOf(trace, "kiln host");
   ASSERT_GT(cpu, 0) << "no process for the cpu device";
+  ASSERT_GT(host, 0) << "no host process";
+  ASSERT_NE(cpu, host);
   std::vector<json> kernels;
   for (const json& e : complete(trace))
     if (e.at("pid") == cpu) kernels.push_back(e);
   EXPECT_EQ(static_cast<int64_t>(kernels.size()), launched) << "kernels in the trace vs kernelLaunchCount()";
+  for (const json& e : trace.at("traceEvents"))  // Perfetto takes pid 0 and tid 0 for the idle task
+    EXPECT_TRUE(e.at("pid").get<int>() > 0 && e.at("tid").get<int>() > 0) << e.dump();
   // Flows: one start on the host and one end on the stream per kernel, ids matching.
   std::map<uint64_t, json> starts, ends;
   for (const json& e : trace.at("traceEvents")) {
@@ -185,11 +189,11 @@ TEST(Profiler, EveryLaunchedKernelIsOnAStreamWithAFlowFromItsLaunch) {
     EXPECT_EQ(ends[id].at("pid"), k.at("pid"));
     EXPECT_EQ(ends[id].at("tid"), k.at("tid"));
     EXPECT_DOUBLE_EQ(ts(ends[id]), ts(k));
-    EXPECT_EQ(starts[id].at("pid"), 0);
+    EXPECT_EQ(starts[id].at("pid"), host);
     // The flow starts at a launch range with the same correlation.
     bool found = false;
     for (const json& e : all)
-      found = found || (e.at("pid") == 0 && e.at("args").value("correlation", uint64_t{0}) == id &&
+      found = found || (e.at("pid") == host && e.at("args").value("correlation", uint64_t{0}) == id &&
                         e.at("cat") == "launch" && ts(e) == ts(starts[id]) && e.at("tid") == starts[id].at("tid"));
     EXPECT_TRUE(found) << "flow " << id << " starts at no launch";
     EXPECT_GT(k.at("args").at("bytes moved").get<int64_t>(), 0) << k.dump();
