@@ -74,8 +74,10 @@ std::string chromeTraceJson(const std::vector<TraceEvent>& events) {
   }
 
   json out = json::array();
-  out.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", kHostPid}, {"tid", 1}, {"args", {{"name", "kiln host"}}}});
-  out.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", kHostPid}, {"tid", 1}, {"args", {{"sort_index", 0}}}});
+  out.push_back(
+      {{"ph", "M"}, {"name", "process_name"}, {"pid", kHostPid}, {"tid", 1}, {"args", {{"name", "kiln host"}}}});
+  out.push_back(
+      {{"ph", "M"}, {"name", "process_sort_index"}, {"pid", kHostPid}, {"tid", 1}, {"args", {{"sort_index", 0}}}});
   for (uint32_t t : threads)
     out.push_back(
         {{"ph", "M"},
