@@ -4,6 +4,7 @@
 #include "frontend/dropout.h"
 
 #include "frontend/dispatch.h"
+#include "frontend/draw_replay.h"
 #include "frontend/per_call.h"
 #include "runtime/error.h"
 
@@ -22,13 +23,17 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
 std::vector<Tensor> detail::dropoutDraw(Generator& generator, Device device) {
   // The draw's seed and offset are per-call values, so that a compiled
   // program draws afresh at every call (Note [Traced draws] in frontend/trace.h).
+  // A checkpoint's recomputation replays its forward's draws instead
+  // (Note [Replayed draws] in frontend/draw_replay.h).
   const ir::TensorType i64{DType::i64, {}, device};
-  return detail::perCall({{"seed", i64}, {"offset", i64}}, [generator]() mutable {
-    const auto seed = static_cast<int64_t>(generator.seed());
-    const auto offset = static_cast<int64_t>(generator.advance());
-    // On the host: moved or uploaded by perCall (frontend/per_call.h).
-    return std::vector<Tensor>{fromVector(std::vector<int64_t>{seed}, Shape{}, Device::cpu()),
-                               fromVector(std::vector<int64_t>{offset}, Shape{}, Device::cpu())};
+  return detail::draw("dropout", device, [&] {
+    return detail::perCall({{"seed", i64}, {"offset", i64}}, [generator]() mutable {
+      const auto seed = static_cast<int64_t>(generator.seed());
+      const auto offset = static_cast<int64_t>(generator.advance());
+      // On the host: moved or uploaded by perCall (frontend/per_call.h).
+      return std::vector<Tensor>{fromVector(std::vector<int64_t>{seed}, Shape{}, Device::cpu()),
+                                 fromVector(std::vector<int64_t>{offset}, Shape{}, Device::cpu())};
+    });
   });
 }
 

@@ -7,6 +7,7 @@
 //   kiln::Tensor y = f(x);
 #pragma once
 
+#include "frontend/activation_checkpoint.h"
 #include "frontend/amp/grad_scaler.h"
 #include "frontend/attention.h"
 #include "frontend/checkpoint.h"

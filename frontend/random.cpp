@@ -4,6 +4,7 @@
 #include "frontend/random.h"
 
 #include "frontend/dispatch.h"
+#include "frontend/draw_replay.h"
 #include "frontend/per_call.h"
 #include "runtime/error.h"
 
@@ -27,12 +28,14 @@ Tensor fill(ir::Op op, const Shape& shape, Generator& generator, Device device, 
   // Made eagerly inside kiln::compile too: the values are the program's
   // constant input, as a weight initialized in the function would be.
   detail::EagerScope eager;
-  const auto seed = static_cast<int64_t>(generator.seed());
-  const auto offset = static_cast<int64_t>(generator.advance());
-  return detail::dispatch(op,
-                          {fromVector(std::vector<int64_t>{seed}, Shape{}, device),
-                           fromVector(std::vector<int64_t>{offset}, Shape{}, device)},
-                          {{"shape", shape}, {"dtype", dtype}});
+  // Replayed in a checkpoint's recomputation (Note [Replayed draws]).
+  const detail::Draw d = detail::draw(name, device, [&] {
+    const auto seed = static_cast<int64_t>(generator.seed());
+    const auto offset = static_cast<int64_t>(generator.advance());
+    return detail::Draw{fromVector(std::vector<int64_t>{seed}, Shape{}, device),
+                        fromVector(std::vector<int64_t>{offset}, Shape{}, device)};
+  });
+  return detail::dispatch(op, {d[0], d[1]}, {{"shape", shape}, {"dtype", dtype}});
 }
 }  // namespace
 

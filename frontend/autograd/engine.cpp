@@ -8,7 +8,11 @@
 // retainGraph, each node frees what it saved after it ran. Callbacks queued
 // during the run (queueCallback, frontend/autograd/hooks.h) run at its end;
 // the post-accumulate-grad hooks live in the leaf's Meta and AccumulateGrad
-// calls them (frontend/autograd/function.cpp).
+// calls them (frontend/autograd/function.cpp). With captures
+// (runBackwardCapturing), the captured nodes are sinks: what reaches them is
+// returned, and they neither run nor lead further.
+#include "frontend/autograd/engine.h"
+
 #include <algorithm>
 #include <atomic>
 #include <deque>
@@ -55,10 +59,15 @@ void addInto(std::vector<Tensor>& buffer, int index, const Tensor& g) {
   slot = slot.defined() ? slot + g : g;
 }
 
-}  // namespace
-
-void runBackward(const std::vector<Tensor>& roots, const std::vector<Tensor>& rootGrads, bool retainGraph) {
+/// The engine: `captures` (may be empty) are sinks whose gradients go into
+/// `captured`, one per capture.
+void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& rootGrads, bool retainGraph,
+         const std::vector<Edge>& captures, std::vector<Tensor>& captured) {
   profiler::RecordFunction range("autograd", "backward");
+  std::unordered_map<Node*, std::vector<size_t>> sinks;  // node -> indices into captures
+  for (size_t i = 0; i < captures.size(); ++i)
+    if (captures[i].node) sinks[captures[i].node.get()].push_back(i);
+  captured.assign(captures.size(), Tensor());
   std::unordered_map<Node*, Pending> pending;
   std::vector<std::shared_ptr<Node>> start;
   // Count dependencies over everything reachable from the roots.
@@ -75,6 +84,7 @@ void runBackward(const std::vector<Tensor>& roots, const std::vector<Tensor>& ro
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
+    if (sinks.contains(n)) continue;
     for (const Edge& e : n->next) {
       if (!e.node) continue;
       auto [it, inserted] = pending.emplace(e.node.get(), Pending{});
@@ -99,6 +109,11 @@ void runBackward(const std::vector<Tensor>& roots, const std::vector<Tensor>& ro
     ready.pop_front();
     Pending& p = pending[node.get()];
     std::vector<Tensor> grads = std::move(p.grads);
+    if (auto sink = sinks.find(node.get()); sink != sinks.end()) {
+      for (size_t i : sink->second)
+        if (static_cast<size_t>(captures[i].inputNr) < grads.size()) captured[i] = grads[captures[i].inputNr];
+      continue;
+    }
     grads.resize(node->outputTypes.size());
     for (size_t i = 0; i < grads.size(); ++i)
       if (!grads[i].defined()) {
@@ -124,6 +139,20 @@ void runBackward(const std::vector<Tensor>& roots, const std::vector<Tensor>& ro
     std::function<void()> callback = std::move(callbacks[i]);
     callback();
   }
+}
+
+}  // namespace
+
+void runBackward(const std::vector<Tensor>& roots, const std::vector<Tensor>& rootGrads, bool retainGraph) {
+  std::vector<Tensor> none;
+  run(roots, rootGrads, retainGraph, {}, none);
+}
+
+std::vector<Tensor> runBackwardCapturing(const std::vector<Tensor>& roots, const std::vector<Tensor>& rootGrads,
+                                         const std::vector<Edge>& captures) {
+  std::vector<Tensor> captured;
+  run(roots, rootGrads, /*retainGraph=*/false, captures, captured);
+  return captured;
 }
 
 uint64_t registerPostAccumulateGradHook(const Tensor& leaf, PostAccumulateGradHook hook) {

@@ -114,7 +114,22 @@ Edge gradientEdge(const Tensor& t) {
   return {acc, 0};
 }
 
+namespace {
+thread_local GradInputObserver* observer = nullptr;
+}  // namespace
+
+GradInputObserver::GradInputObserver() : outer_(observer) { observer = this; }
+GradInputObserver::~GradInputObserver() { observer = outer_; }
+
 bool needsGrad(std::span<const Tensor> inputs) {
+  if (GradInputObserver* o = observer) {
+    for (const Tensor& t : inputs) {
+      if (!t.defined() || !t.requiresGrad()) continue;
+      const bool known = std::any_of(o->seen_.begin(), o->seen_.end(),
+                                     [&](const Tensor& s) { return s.impl() == t.impl(); });
+      if (!known) o->seen_.push_back(t);
+    }
+  }
   if (!isGradEnabled()) return false;
   return std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.defined() && t.requiresGrad(); });
 }

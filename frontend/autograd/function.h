@@ -22,8 +22,29 @@ namespace kiln::autograd {
 /// to each input's shape and converts them to its dtype.
 using BackwardFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& gradOutputs)>;
 
-/// Whether grad mode is on and any of `inputs` requires grad.
+/// Whether grad mode is on and any of `inputs` requires grad. Every op that
+/// may join the tape asks it (so a GradInputObserver sees its inputs).
 bool needsGrad(std::span<const Tensor> inputs);
+
+/// While alive, collects on this thread the tensors that require grad which
+/// ops take as inputs, whether grad mode is on or off (each tensor once):
+/// activation checkpointing's forward, run without grad, learns which
+/// tensors from outside the function (parameters) its recomputation will
+/// send gradients to. Nested observers each see the ops run while they are
+/// innermost.
+class GradInputObserver {
+ public:
+  GradInputObserver();
+  ~GradInputObserver();
+  GradInputObserver(const GradInputObserver&) = delete;
+  GradInputObserver& operator=(const GradInputObserver&) = delete;
+  const std::vector<Tensor>& seen() const { return seen_; }
+
+ private:
+  friend bool needsGrad(std::span<const Tensor> inputs);
+  std::vector<Tensor> seen_;
+  GradInputObserver* outer_;
+};
 
 /// Makes `outputs` (those with a floating-point dtype) the results of node
 /// `name` over `inputs`, when needsGrad(inputs); `backward` is called with one

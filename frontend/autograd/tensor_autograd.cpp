@@ -1,16 +1,13 @@
 // The autograd methods of Tensor (frontend/tensor.h).
 #include <fmt/format.h>
 
+#include "frontend/autograd/engine.h"
 #include "frontend/autograd/node.h"
 #include "frontend/trace.h"
 #include "frontend/tensor.h"
 #include "runtime/error.h"
 
 namespace kiln {
-
-namespace autograd {
-void runBackward(const std::vector<Tensor>& roots, const std::vector<Tensor>& rootGrads, bool retainGraph);
-}
 
 bool Tensor::requiresGrad() const {
   KILN_CHECK(impl_, "requiresGrad: use of an undefined tensor");
