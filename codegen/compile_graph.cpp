@@ -18,6 +18,7 @@
 #include "codegen/target.h"
 #include "runtime/blas.h"
 #include "runtime/error.h"
+#include "runtime/profiler_events.h"
 
 namespace kiln::codegen {
 
@@ -249,6 +250,8 @@ bool asEpilogue(const ir::Graph& graph, const ir::Node& matmul, const ir::Node& 
 
 runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::span<const ir::Strides> inputStrides,
                                  std::span<const Donation> donations, std::span<const ir::Strides> outputStrides) {
+  profiler::RecordFunction range("codegen", "compile_graph");
+  std::optional<profiler::RecordFunction> lowering(std::in_place, "codegen", "lowering");
   const Target& target = targetFor(device);
   struct PendingKernel {
     size_t step;  ///< its KernelStep in exe.steps, or the LibraryStep whose epilogue it is
@@ -462,6 +465,7 @@ runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::spa
   // Note [Kernels compile in parallel]: the program's kernels at once.
   std::vector<const Kernel*> kernels;
   for (const PendingKernel& p : pending) kernels.push_back(&p.kernel);
+  lowering.reset();
   const std::vector<std::shared_ptr<const CompiledKernel>> compiled = KernelCache::instance().getAll(kernels, device);
   for (size_t i = 0; i < pending.size(); ++i) {
     if (auto* call = std::get_if<runtime::LibraryStep>(&exe.steps[pending[i].step]))

@@ -12,6 +12,7 @@
 #include "runtime/blas.h"
 #include "runtime/error.h"
 #include "runtime/indexing.h"
+#include "runtime/profiler_events.h"
 
 namespace kiln::codegen {
 
@@ -30,7 +31,12 @@ class CpuTarget final : public Target {
 
   CompiledKernel compile(const Kernel& kernel, Device device) const override {
     KILN_ASSERT(device.isCpu(), "cpu target asked to compile {} for {}", kernel.name, device.str());
+    profiler::RecordFunction range("codegen", "llvm_render_and_jit");
+    if (range.event()) [[unlikely]]
+      range.event()->detail = kernel.name;
     CompiledCpuKernel cpu = compileCpuKernel(kernel);
+    if (range.event() && cpu.fromDiskCache) [[unlikely]]
+      range.event()->name = "llvm_load_from_disk_cache";
     CompiledKernel out;
     out.module = runtime::deviceInterface(device).loadModule(
         runtime::KernelImage::hostFunction(kernel.name, cpu.fn, std::move(cpu.keepAlive)));

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "runtime/log.h"
+#include "runtime/profiler_events.h"
 
 namespace kiln::codegen {
 
@@ -70,6 +71,7 @@ std::filesystem::path DiskCache::pathFor(const std::string& key) const {
 std::optional<std::string> DiskCache::load(const std::string& key) {
   if (!enabled()) return std::nullopt;
   const std::filesystem::path path = pathFor(key);
+  profiler::RecordFunction range("cache", "disk_cache_miss");  // renamed on a hit
   std::ifstream in(path, std::ios::binary);
   auto miss = [&] {
     KILN_LOG_TO(cache, "kiln::cache: disk miss {:016x}", fnv1a(key));
@@ -103,6 +105,8 @@ std::optional<std::string> DiskCache::load(const std::string& key) {
   }
   if (storedKey != key) return miss();  // another key with the same hash
   KILN_LOG_TO(cache, "kiln::cache: disk hit {:016x} ({} bytes)", fnv1a(key), payload.size());
+  if (range.event()) [[unlikely]]
+    range.event()->name = "disk_cache_hit";
   std::lock_guard lock(mutex_);
   stats_.hits++;
   return std::string(payload);

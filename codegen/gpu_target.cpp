@@ -5,10 +5,12 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <optional>
 
 #include "codegen/build_id.h"
 #include "codegen/disk_cache.h"
 #include "runtime/error.h"
+#include "runtime/profiler_events.h"
 
 namespace kiln::codegen {
 
@@ -23,7 +25,9 @@ CompiledKernel GpuTarget::compile(const Kernel& kernel, Device device) const {
       KILN_CHECK(p.dtype != DType::f64, "{}: kernel {} uses f64, which {} ({}) does not support (no cl_khr_fp64)",
                  device.str(), kernel.name, device.str(), driver.properties().name);
   }
+  std::optional<profiler::RecordFunction> render(std::in_place, "codegen", "render");
   const RenderedKernel rendered = renderGpuKernel(kernel, dialect());
+  render.reset();
   const std::string key = fmt::format("{}\n{}\n{}\n{}", name(), driver.properties().arch, compilerDescription(),
                                       rendered.source);
   DiskCache& disk = DiskCache::instance();
@@ -35,6 +39,9 @@ CompiledKernel GpuTarget::compile(const Kernel& kernel, Device device) const {
     image.name = rendered.name;
     image.bytes.assign(object->begin(), object->end());
   } else {
+    profiler::RecordFunction range("codegen", "build");
+    if (range.event()) [[unlikely]]
+      range.event()->detail = rendered.name;
     image = build(rendered, device);
     disk.store(key, std::string_view(reinterpret_cast<const char*>(image.bytes.data()), image.bytes.size()));
   }

@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "runtime/log.h"
+#include "runtime/profiler_events.h"
 
 namespace kiln::codegen {
 
@@ -19,9 +20,14 @@ KernelCache& KernelCache::instance() {
 
 std::shared_ptr<const CompiledKernel> KernelCache::get(const Kernel& kernel, Device device) {
   std::string key = device.str() + "|" + kernel.signature();
+  profiler::RecordFunction range("cache", "kernel_cache_lookup");
+  if (range.event()) [[unlikely]]
+    range.event()->detail = kernel.name;
   {
     std::lock_guard lock(mutex_);
     if (auto it = kernels_.find(key); it != kernels_.end()) {
+      if (range.event()) [[unlikely]]
+        range.event()->name = "kernel_cache_hit";
       stats_.hits++;
       KILN_LOG_TO(cache, "kiln::cache: memory hit {} on {} (key {:016x})", kernel.name, device.str(), kernel.hash());
       return it->second;
@@ -29,6 +35,8 @@ std::shared_ptr<const CompiledKernel> KernelCache::get(const Kernel& kernel, Dev
   }
   // Compile outside the lock; if two threads race, both compile and the
   // first one in wins (the compilers are themselves thread-safe).
+  if (range.event()) [[unlikely]]
+    range.event()->name = "kernel_cache_miss";
   auto compiled = std::make_shared<const CompiledKernel>(targetFor(device).compile(kernel, device));
   KILN_LOG_TO(cache, "kiln::cache: memory miss {} on {} (key {:016x}): {} in {:.3f} ms", kernel.name, device.str(),
               kernel.hash(), compiled->fromDiskCache ? "loaded from the disk cache" : "compiled", compiled->compileMs);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "codegen/compile_graph.h"
 #include "frontend/autograd/node.h"
@@ -14,6 +15,7 @@
 #include "passes/pass_manager.h"
 #include "runtime/executable.h"
 #include "runtime/log.h"
+#include "runtime/profiler_events.h"
 
 namespace kiln::detail {
 
@@ -123,8 +125,12 @@ Trace traceGraph(const TraceFn& fn, const std::vector<ir::TensorType>& inputs, c
 std::shared_ptr<CompiledProgram> CompileEngine::compileFor(const std::vector<Tensor>& inputs) {
   std::vector<ir::TensorType> types;
   for (const Tensor& t : inputs) types.push_back(t.type());
+  profiler::RecordFunction range("compile", "compile");
+  std::optional<profiler::RecordFunction> phase(std::in_place, "compile", "trace");
   Trace trace = traceGraph(fn_, types, "traced", &inputs);
+  phase.emplace("compile", "pass_pipeline");
   passes::PassManager(options_.pipeline).run(*trace.graph);
+  phase.reset();
   auto program = std::make_shared<CompiledProgram>();
   // The new value of a tensor written in place may be computed into the
   // buffer of its value before the call (Note [Donated buffers]).
@@ -178,6 +184,7 @@ std::string failedGuard(const CompiledProgram& p, const std::vector<Tensor>& inp
 }  // namespace
 
 std::vector<Tensor> CompileEngine::call(const std::vector<Tensor>& inputs) {
+  profiler::RecordFunction range("compile", "compiled_call");
   KILN_CHECK(!TraceState::current(), "compile: calling a compiled function while tracing another is not supported yet");
   std::string key;
   std::vector<std::string> signature;

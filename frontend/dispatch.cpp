@@ -31,6 +31,7 @@
 #include "passes/pass_manager.h"
 #include "runtime/error.h"
 #include "runtime/numeric.h"
+#include "runtime/profiler_events.h"
 
 namespace kiln::detail {
 
@@ -137,6 +138,20 @@ std::unique_ptr<ir::Graph> buildEager(ir::Op op, const std::vector<ir::TensorTyp
 /// What an eager executable depends on besides the op: each input's type
 /// and strides (its kernels are compiled for them; sizes are only their
 /// arguments). The offset is not part of it: inputs are bound where they start.
+// An op's inputs as a profile records them (recordShapes): a scalar is a
+// 0-d input of dtype "scalar", as torch.profiler's "Scalar".
+void recordInputs(profiler::TraceEvent& e, const std::vector<Operand>& operands) {
+  for (const Operand& o : operands) {
+    if (o.isScalar || !o.tensor.defined()) {
+      e.shapes.emplace_back();
+      e.dtypes.emplace_back("scalar");
+    } else {
+      e.shapes.push_back(o.tensor.shape());
+      e.dtypes.emplace_back(dtypeName(o.tensor.dtype()));
+    }
+  }
+}
+
 std::string inputKey(const Tensor& t) { return t.type().str() + ir::shapeStr(t.strides()); }
 }  // namespace
 
@@ -202,6 +217,9 @@ EagerStats eagerStats() { return eagerCache().stats(); }
 
 Tensor dispatch(ir::Op op, std::vector<Operand> operands, const ir::Attributes& attrs) {
   const std::string_view name = ir::opName(op);
+  profiler::RecordFunction range("op", name);
+  if (range.event() && (profiler::flags() & profiler::kShapes)) [[unlikely]]
+    recordInputs(*range.event(), operands);
   const Tensor* first = nullptr;
   for (size_t i = 0; i < operands.size(); ++i) {
     if (operands[i].isScalar) continue;

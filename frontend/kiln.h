@@ -23,6 +23,7 @@
 #include "frontend/nn/nn.h"
 #include "frontend/ops.h"
 #include "frontend/optim/optim.h"
+#include "frontend/profiler.h"
 #include "frontend/random.h"
 #include "frontend/reductions.h"
 #include "frontend/serialization.h"

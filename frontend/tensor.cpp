@@ -1,6 +1,8 @@
 // Tensor accessors and factories.
 #include "frontend/tensor.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstring>
 
@@ -10,6 +12,7 @@
 #include "runtime/error.h"
 #include "runtime/numeric.h"
 #include "runtime/pinned_memory.h"
+#include "runtime/profiler_events.h"
 #include "runtime/stream.h"
 
 namespace kiln {
@@ -110,6 +113,9 @@ void Tensor::gather(const char* what, DType dtype, void* out) const {
   // copied to the host in one piece; the copy waits for the stream.
   const Tensor source = isContiguous() ? *this : detail::eagerCopy(*this);
   const runtime::Buffer& storage = *source.impl()->storage;
+  profiler::RecordFunction range("memcpy", "copy_device_to_host");
+  if (range.event()) [[unlikely]]
+    range.event()->detail = fmt::format("{} bytes from {}", numel() * itemSize(dtype), device().str());
   storage.driver().copyDeviceToHost(out, storage.ptr(static_cast<size_t>(source.storageOffset() * itemSize(dtype))),
                                     static_cast<size_t>(numel() * itemSize(dtype)), currentStream(device()).handle());
 }
@@ -127,8 +133,11 @@ Tensor Tensor::to(Device target, bool nonBlocking) const {
   KILN_CHECK(!isTraced(), "to: moving {} to {} while tracing (kiln::compile) is not supported yet", str(),
              target.str());
   checkDevice("to", target);
+  profiler::RecordFunction range("op", "to");
   const Tensor source = isContiguous() ? *this : detail::eagerCopy(*this);
   const size_t bytes = static_cast<size_t>(numel() * itemSize(dtype()));
+  if (range.event()) [[unlikely]]
+    range.event()->detail = fmt::format("{} bytes from {} to {}", bytes, device().str(), target.str());
   const runtime::Buffer& from = *source.impl()->storage;
   const auto fromPtr = from.ptr(static_cast<size_t>(source.storageOffset() * itemSize(dtype())));
   const bool toHost = target.isCpu();

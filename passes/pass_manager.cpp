@@ -11,6 +11,7 @@
 #include "passes/passes.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "runtime/profiler_events.h"
 
 namespace kiln::passes {
 
@@ -78,6 +79,7 @@ void PassManager::run(ir::Graph& graph) {
   for (const PassInfo* pass : passes_) {
     if (hook_) hook_(pass->name, graph, /*after=*/false, /*changed=*/false);
     PassContext context{std::string(pass->name)};
+    profiler::RecordFunction range("pass", pass->name);
     const auto start = std::chrono::steady_clock::now();
     bool changed = pass->run(graph, context);
     if (verifyEach_) {

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "runtime/error.h"
+#include "runtime/profiler_events.h"
 
 namespace kiln::runtime {
 
@@ -67,6 +68,8 @@ void* HostAllocator::allocate(size_t bytes) {
   live_.emplace(ptr, got);
   stats_.allocatedBytes += static_cast<int64_t>(got);
   stats_.peakAllocatedBytes = std::max(stats_.peakAllocatedBytes, stats_.allocatedBytes);
+  if (profiler::flags() & profiler::kMemory) [[unlikely]]
+    profiler::recordMemory("cpu", static_cast<int64_t>(got), stats_.allocatedBytes, stats_.reservedBytes);
   return ptr;
 }
 
@@ -76,6 +79,8 @@ void HostAllocator::release(void* ptr) {
   auto it = live_.find(ptr);
   KILN_ASSERT(it != live_.end(), "release of a pointer the host allocator did not hand out");
   stats_.allocatedBytes -= static_cast<int64_t>(it->second);
+  if (profiler::flags() & profiler::kMemory) [[unlikely]]
+    profiler::recordMemory("cpu", -static_cast<int64_t>(it->second), stats_.allocatedBytes, stats_.reservedBytes);
   free_.emplace(it->second, ptr);
   live_.erase(it);
 }

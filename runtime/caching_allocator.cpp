@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "runtime/error.h"
+#include "runtime/profiler_events.h"
 
 namespace kiln::runtime {
 
@@ -238,6 +239,8 @@ DevicePtr CachingAllocator::handOut(Block* block, size_t size, size_t requested)
   changeStat(stats_.activeBytes, small, bytes);
   changeStat(stats_.requestedBytes, small, static_cast<int64_t>(requested));
   if (block->size >= conf_.maxSplitSize) stats_.oversizeAllocations.increase(1);
+  if (profiler::flags() & profiler::kMemory) [[unlikely]]
+    profiler::recordMemory(device_.str(), bytes, stats_.allocatedBytes[0].current, stats_.reservedBytes[0].current);
   return {block->segment, block->offset};
 }
 
@@ -266,6 +269,9 @@ void CachingAllocator::free(DevicePtr ptr) {
   changeStat(stats_.allocation, block->small, -1);
   changeStat(stats_.allocatedBytes, block->small, -static_cast<int64_t>(block->size));
   if (block->size >= conf_.maxSplitSize) stats_.oversizeAllocations.decrease(1);
+  if (profiler::flags() & profiler::kMemory) [[unlikely]]
+    profiler::recordMemory(device_.str(), -static_cast<int64_t>(block->size), stats_.allocatedBytes[0].current,
+                           stats_.reservedBytes[0].current);
   if (events.empty()) {
     freeBlock(block);
     return;

@@ -7,7 +7,9 @@
 
 #include "runtime/error.h"
 #include "runtime/executable_collectives.h"
+#include "runtime/executable_profile.h"
 #include "runtime/executable_replay.h"
+#include "runtime/profiler_events.h"
 #include "runtime/stream.h"
 
 namespace kiln::runtime {
@@ -42,6 +44,22 @@ void Executable::allocateUnbound(std::vector<std::shared_ptr<Buffer>>& bound, st
   }
 }
 
+namespace {
+void enqueueStep(const Executable& exe, size_t s, std::span<const DevicePtr> bound, DeviceInterface& driver,
+                 StreamHandle stream) {
+  if (const auto* step = std::get_if<KernelStep>(&exe.steps[s])) {
+    driver.launch(*step->kernel, bound, step->args, step->shape, stream);
+  } else if (const auto* call = std::get_if<LibraryStep>(&exe.steps[s])) {
+    const LibraryEpilogue epilogue{call->epilogue.get(), call->epilogueFirstSlot, call->epilogueArgs};
+    call->fn(LibraryCall{exe.device, stream, bound, call->args, call->epilogue ? &epilogue : nullptr});
+  } else if (const auto* copy = std::get_if<CopyStep>(&exe.steps[s])) {
+    driver.copyDeviceToDevice(bound[1], bound[0], copy->bytes, stream);
+  } else {
+    KILN_ASSERT(false, "launchStep of collective step {}: run() issues those", stepName(exe.steps[s]));
+  }
+}
+}  // namespace
+
 void Executable::launchStep(size_t s, const std::vector<DevicePtr>& base, DeviceInterface& driver,
                             StreamHandle stream) const {
   DevicePtr local[8];
@@ -59,16 +77,11 @@ void Executable::launchStep(size_t s, const std::vector<DevicePtr>& base, Device
     ptrs[p].offset += static_cast<size_t>(offsets.empty() ? 0 : offsets[p]);
   }
   const std::span<const DevicePtr> bound(ptrs, stepSlots.size());
-  if (const auto* step = std::get_if<KernelStep>(&steps[s])) {
-    driver.launch(*step->kernel, bound, step->args, step->shape, stream);
-  } else if (const auto* call = std::get_if<LibraryStep>(&steps[s])) {
-    const LibraryEpilogue epilogue{call->epilogue.get(), call->epilogueFirstSlot, call->epilogueArgs};
-    call->fn(LibraryCall{device, stream, bound, call->args, call->epilogue ? &epilogue : nullptr});
-  } else if (const auto* copy = std::get_if<CopyStep>(&steps[s])) {
-    driver.copyDeviceToDevice(bound[1], bound[0], copy->bytes, stream);
-  } else {
-    KILN_ASSERT(false, "launchStep of collective step {}: run() issues those", stepName(steps[s]));
-  }
+  // Note [The profiler costs one load when off] (runtime/profiler_events.h)
+  if (profiler::enabled()) [[unlikely]]
+    profiledStep(*this, s, bound, driver, stream, &enqueueStep);
+  else
+    enqueueStep(*this, s, bound, driver, stream);
 }
 
 int Executable::numCollectiveSteps() const {
@@ -164,7 +177,10 @@ std::vector<std::shared_ptr<Buffer>> Executable::run(const std::vector<std::shar
   if (!host.empty()) {
     // Note [Per-call values are uploaded together]
     std::shared_ptr<Buffer> packed = allocateBuffer(device, host.bytes);
+    const int64_t start = profiler::enabled() ? profiler::nowNs() : 0;
     uploadHostInputs(*this, host, inputs, inputOffsets, packed->ptr(), driver, stream);
+    if (profiler::enabled()) [[unlikely]]
+      profiledUpload(*this, host.bytes, stream, start, profiler::nowNs());
     for (size_t k = 0; k < host.inputs.size(); ++k) {
       const auto slot = static_cast<size_t>(inputSlots[host.inputs[k]]);
       bound[slot] = packed;

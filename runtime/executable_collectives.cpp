@@ -24,8 +24,11 @@
 // steps run on the host.
 #include "runtime/executable_collectives.h"
 
+#include <fmt/format.h>
+
 #include "runtime/dist_process_group.h"
 #include "runtime/error.h"
+#include "runtime/profiler_events.h"
 
 namespace kiln::runtime {
 
@@ -45,6 +48,12 @@ CollectiveRun::~CollectiveRun() {
 
 void CollectiveRun::step(const CollectiveStep& c) {
   KILN_ASSERT(c.ticket >= 0 && c.slots.size() == 1 && c.group, "collective step {} is malformed", c.name);
+  // Host ranges, not kernel events: the process group runs the collective
+  // (docs/profiler.md).
+  profiler::RecordFunction range("collective",
+                                 c.phase == CollectiveStep::Phase::start ? "collective_start" : "collective_wait");
+  if (range.event()) [[unlikely]]
+    range.event()->detail = fmt::format("{} of {} bytes, ticket {}", c.name, c.numel * itemSize(c.dtype), c.ticket);
   const auto ticket = static_cast<size_t>(c.ticket);
   if (works_.size() <= ticket) works_.resize(ticket + 1);
   if (c.phase == CollectiveStep::Phase::wait) {

@@ -64,6 +64,7 @@
 
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "runtime/profiler_events.h"
 #include "runtime/stream.h"
 
 namespace kiln::runtime {
@@ -355,6 +356,8 @@ bool runReplayed(const Executable& exe, const std::vector<std::shared_ptr<Buffer
   std::string why;
   if (!graphReplayEnabled())
     why = "KILN_GRAPH_REPLAY=0";
+  else if (profiler::flags() & profiler::kDevice)
+    why = "a profile records device activity";  // each step is a kernel of its own (docs/profiler.md)
   else if (exe.steps.size() < 2)
     why = "a program of one step";
   else if (exe.numCollectiveSteps() > 0)

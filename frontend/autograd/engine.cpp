@@ -24,6 +24,7 @@
 #include "frontend/autograd/node.h"
 #include "frontend/ops.h"
 #include "runtime/error.h"
+#include "runtime/profiler_events.h"
 
 namespace kiln::autograd {
 
@@ -62,6 +63,7 @@ void addInto(std::vector<Tensor>& buffer, int index, const Tensor& g) {
 /// `captured`, one per capture.
 void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& rootGrads, bool retainGraph,
          const std::vector<Edge>& captures, std::vector<Tensor>& captured) {
+  profiler::RecordFunction range("autograd", "backward");
   std::unordered_map<Node*, std::vector<size_t>> sinks;  // node -> indices into captures
   for (size_t i = 0; i < captures.size(); ++i)
     if (captures[i].node) sinks[captures[i].node.get()].push_back(i);
@@ -118,7 +120,11 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& rootGrads,
         const ir::TensorType& t = node->outputTypes[i];
         grads[i] = zeros(t.shape, t.dtype, t.device);
       }
-    std::vector<Tensor> inputGrads = node->apply(grads);
+    std::vector<Tensor> inputGrads;
+    {
+      profiler::RecordFunction apply("autograd", node->name());
+      inputGrads = node->apply(grads);
+    }
     if (!retainGraph) node->release();
     for (size_t i = 0; i < node->next.size(); ++i) {
       const Edge& e = node->next[i];

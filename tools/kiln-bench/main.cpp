@@ -18,6 +18,7 @@
 #include <stdexcept>
 
 #include "codegen/blas_choice.h"
+#include "frontend/profiler.h"
 #include "runtime/blas.h"
 #include "runtime/device_interface.h"
 #include "runtime/thread_pool.h"
@@ -134,6 +135,14 @@ int run(const Options& options) {
     if (!torch->available())
       std::cerr << fmt::format("kiln-bench: PyTorch unavailable, comparing nothing: {}\n", torch->info().unavailable);
   }
+  // --profile: kiln's side only (PyTorch runs in another process).
+  std::optional<kiln::profiler::Profile> profile;
+  if (options.profilePath) {
+    kiln::profiler::ProfileOptions o;
+    o.recordShapes = true;
+    profile.emplace(std::move(o));
+    profile->start();
+  }
   std::vector<Result> results;
   for (const Workload* w : selected) {
     std::cerr << fmt::format("kiln-bench: running {}\n", w->name);
@@ -142,6 +151,13 @@ int run(const Options& options) {
       std::cerr << fmt::format("kiln-bench: running {} in PyTorch\n", w->name);
       results.back().torch = torch->run(w->name, w->inputTypes);
     }
+  }
+  if (profile) {
+    profile->stop();
+    profile->exportChromeTrace(*options.profilePath);
+    std::cerr << profile->keyAverages().table("self_cpu_time_total", 20);
+    std::cerr << fmt::format("kiln-bench: wrote the profile ({} events) to {}\n", profile->events().size(),
+                             *options.profilePath);
   }
   const std::string torchLost = torch ? torch->lost() : "";
   torch.reset();  // the script exits

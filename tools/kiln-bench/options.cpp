@@ -14,6 +14,7 @@ namespace kiln::bench {
 
 std::string usage() {
   return "usage: kiln-bench [--device DEVICE] [--replay MODE] [--filter REGEX] [--repeats N] [--json FILE]\n"
+         "                  [--profile FILE]\n"
          "                  [--compare-torch [--no-torch-compile]] [--list] [--help]\n"
          "       kiln-bench --suite loader [--repeats N] [--json FILE]\n"
          "\n"
@@ -28,6 +29,8 @@ std::string usage() {
          "  --filter REGEX  run the workloads whose name contains a match of REGEX (ECMAScript)\n"
          "  --repeats N     time exactly N calls of each side (default: 5 to 20 calls, about 1 s)\n"
          "  --json FILE     also write the results to FILE as a JSON array, one object per workload\n"
+         "  --profile FILE  profile kiln's side of the run (kiln::profiler) and write its Chrome trace\n"
+         "                  to FILE; the times measured while profiling include the profiler's cost\n"
          "  --compare-torch run each workload in PyTorch too (eager and torch.compile), in the same\n"
          "                  run and on the same kind of device, under $KILN_TORCH_PYTHON (default\n"
          "                  python3); without torch it says so and prints kiln's columns\n"
@@ -46,7 +49,7 @@ Options parseOptions(const std::vector<std::string>& args) {
   CLI::App app("kiln-bench");
   app.set_help_flag();  // --help is an option of ours, printed by usage()
   app.allow_extras(false);
-  std::string filter, json;
+  std::string filter, json, profile;
   app.add_flag("--help,-h", o.help);
   app.add_flag("--list", o.list);
   app.add_flag("--compare-torch", o.compareTorch);
@@ -54,6 +57,7 @@ Options parseOptions(const std::vector<std::string>& args) {
   app.add_flag("--no-torch-compile", noTorchCompile);
   CLI::Option* filterOpt = app.add_option("--filter", filter);
   CLI::Option* jsonOpt = app.add_option("--json", json);
+  CLI::Option* profileOpt = app.add_option("--profile", profile);
   app.add_option("--repeats", o.repeats)->check(CLI::PositiveNumber);
   app.add_option("--device", o.device);
   app.add_option("--suite", o.suite)->check(CLI::IsMember({"kernels", "loader"}));
@@ -70,6 +74,10 @@ Options parseOptions(const std::vector<std::string>& args) {
   if (jsonOpt->count()) {
     if (json.empty()) throw UsageError("--json expects a file name");
     o.jsonPath = json;
+  }
+  if (profileOpt->count()) {
+    if (profile.empty()) throw UsageError("--profile expects a file name");
+    o.profilePath = profile;
   }
   o.torchCompile = !noTorchCompile;
   try {

@@ -11,6 +11,7 @@ namespace kiln::bench {
 struct Options {
   std::optional<std::string> filter;  ///< std::regex searched in each workload name
   std::optional<std::string> jsonPath;
+  std::optional<std::string> profilePath;  ///< --profile: a Chrome trace of the kiln side (docs/profiler.md)
   int repeats = 0;                 ///< timed calls per side; 0: adaptive (5 to 20 calls, about 1 s)
   bool compareTorch = false;       ///< also measure each workload in PyTorch (torch_compare.h)
   bool torchCompile = true;        ///< with compareTorch: also torch.compile each workload

@@ -18,6 +18,7 @@
 #include "runtime/buffer.h"
 #include "runtime/dist_process_group.h"
 #include "runtime/error.h"
+#include "runtime/profiler_events.h"
 #include "tests/common/host_buffers.h"
 
 namespace kiln::codegen {
@@ -71,6 +72,38 @@ graph @g(%x: f32[4]@cpu) -> (f32[4]@cpu) {{
   EXPECT_EQ(exe.collectiveOverlaps(), std::vector<int>{0});
   auto out = exe.run({hostFloats({1, 2, 3, 4})});
   EXPECT_EQ(readFloats(out.at(0), 4), (std::vector<float>{3, 5, 7, 9}));
+}
+
+TEST(CollectiveSteps, AProfileShowsTheStartAndTheWaitAsHostRanges) {
+  runtime::Executable exe = compile(R"(
+graph @g(%x: f32[4]@cpu) -> (f32[4]@cpu) {{
+  %0 = constant() {{value = 2.0}} : f32[]@cpu
+  %1 = mul(%x, %0) : f32[4]@cpu
+  %2 = all_reduce(%1) {{group = {0}, op = "sum"}} : f32[4]@cpu
+  %3 = constant() {{value = 1.0}} : f32[]@cpu
+  %4 = add(%2, %3) : f32[4]@cpu
+  return %4
+}}
+)");
+  ASSERT_EQ(shape(exe), "kswk");
+  ASSERT_TRUE(profiler::acquire());
+  (void)profiler::drain();
+  profiler::setFlags(profiler::kCpu | profiler::kDevice);
+  (void)exe.run({hostFloats({1, 2, 3, 4})});
+  profiler::setFlags(0);
+  const std::vector<profiler::TraceEvent> events = profiler::drain();
+  profiler::release();
+  std::string order;  // s start, w wait, k kernel launch, in order of start
+  for (const profiler::TraceEvent& e : events) {
+    if (e.name == "collective_start") order += 's';
+    if (e.name == "collective_wait") order += 'w';
+    if (e.name == "launch_kernel") order += 'k';
+    if (e.category == "collective") {
+      EXPECT_EQ(e.detail.rfind("all_reduce_f32 of 16 bytes", 0), 0u) << e.detail;
+      EXPECT_EQ(e.kind, profiler::EventKind::range);
+    }
+  }
+  EXPECT_EQ(order, "kswk");
 }
 
 TEST(CollectiveSteps, ACopyWhenTheOperandIsReadElsewhereOrIsAnInput) {
