@@ -37,6 +37,7 @@
 #include <string_view>
 
 #include "codegen/cpu_compiler.h"
+#include "runtime/determinism.h"
 #include "runtime/error.h"
 
 namespace kiln::codegen {
@@ -98,6 +99,15 @@ BlasChoice chooseBlas(const char* setting, DiskCache& cache, const std::string& 
 }
 
 const BlasChoice& cpuBlasChoice() {
+  // setDeterministic(true) pins the library a measurement would pick (Note
+  // [Determinism] in frontend/determinism.h); an explicit KILN_BLAS stays.
+  const char* setting = std::getenv("KILN_BLAS");
+  if (runtime::deterministic() && (!setting || std::string_view(setting) == "auto" || !*setting)) {
+    static const BlasChoice pinned{runtime::BlasLibrary::openblas,
+                                   "kiln::setDeterministic(true): OpenBLAS, not measured"};
+    runtime::setBlasLibrary(pinned.library);
+    return pinned;
+  }
   static const BlasChoice choice = [] {
     const std::string key = fmt::format("blas-choice/v1/{}/{}/onednn {}", cpuTargetDescription(),
                                         runtime::blasInfo(), runtime::oneDnnVersion());

@@ -18,6 +18,8 @@
 // storage from the view's first element.
 #include "frontend/dispatch.h"
 
+#include "frontend/determinism.h"
+
 #include <fmt/format.h>
 
 #include <limits>
@@ -227,6 +229,7 @@ Tensor dispatch(ir::Op op, std::vector<Operand> operands, const ir::Attributes& 
     if (!first) first = &operands[i].tensor;
   }
   KILN_ASSERT(first, "{} called with scalars only", name);
+  checkDeterministic(op, first->device());  // Note [Determinism]
   TraceState* trace = TraceState::current();
   for (const Operand& o : operands)
     KILN_CHECK(o.isScalar || trace || !o.tensor.isTraced(),
