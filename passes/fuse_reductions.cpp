@@ -45,8 +45,13 @@
 //   them] below): the same runs of the row, and in vector lanes or in
 //   sequence as eager does. A node that would change it is refused.
 // - Same rows: groups over the same rows merge when that makes no cycle
-//   (mean and var of a layer norm, amax and sum of a softmax, the two
-//   column sums of a layer norm backward).
+//   and no library call or collective lies between them (mean and var of
+//   a layer norm, amax and sum of a softmax, the two column sums of a layer
+//   norm backward). Groups a matmul apart stay apart: merged, the kernel
+//   would run where the later one stands and keep every input of the
+//   earlier one alive until then (the bias gradients of every layer of a
+//   network held to the end of backward; activation checkpointing's memory
+//   saving undone).
 // - Views: chains of view ops (reshape, transpose, slice, expand) from a
 //   graph input, constant or other fusion's result into the group are
 //   copied into the body and read through strides, as fuse-elementwise
@@ -54,11 +59,12 @@
 //
 // Statistics: fusion-nodes, reductions-fused, ops-fused, groups-merged,
 // refused-rows, refused-domain, refused-indexing, refused-row-order,
-// refused-cycle, refused-one-element-rows, refused-column-rows,
+// refused-cycle, refused-distance, refused-one-element-rows, refused-column-rows,
 // dead-ops-removed. `irdump --remarks` prints each decision.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -93,7 +99,10 @@ struct Group {
 
 class Fuser {
  public:
-  Fuser(Graph& graph, PassContext& context) : graph_(graph), context_(context) {}
+  Fuser(Graph& graph, PassContext& context) : graph_(graph), context_(context), position_(positions(graph)) {
+    for (const Node* n : graph.nodes())
+      if (n->info().kind == ir::OpKind::library || n->info().kind == ir::OpKind::collective) calls_.push_back(n);
+  }
 
   /// Builds the groups; returns them in the order of their first reduction.
   std::vector<Group>& run() {
@@ -114,6 +123,13 @@ class Fuser {
     for (size_t a = 0; a < groups_.size(); ++a) {
       for (size_t b = a + 1; b < groups_.size() && groups_[a].alive; ++b) {
         if (!groups_[b].alive || !(groups_[a].rows == groups_[b].rows)) continue;
+        if (const Node* call = callBetween(groups_[a], groups_[b])) {
+          context_.remark(fmt::format("kept the fusions of {} and {} apart: {} lies between them",
+                                      describe(groups_[a].members.front()), describe(groups_[b].members.front()),
+                                      describe(call)));
+          context_.count("refused-distance");
+          continue;
+        }
         std::unordered_set<const Node*> both = groups_[a].inside;
         both.insert(groups_[b].inside.begin(), groups_[b].inside.end());
         if (auto problem = indexingProblem(both, groups_[a].rows)) {
@@ -348,6 +364,20 @@ class Fuser {
   }
 
  private:
+  /// A library call or collective between the first and the last member
+  /// of groups a and b together, in graph order (null: none).
+  const Node* callBetween(const Group& a, const Group& b) const {
+    int lo = std::numeric_limits<int>::max(), hi = -1;
+    for (const Group* g : {&a, &b})
+      for (const Node* m : g->members) {
+        lo = std::min(lo, position_.at(m));
+        hi = std::max(hi, position_.at(m));
+      }
+    for (const Node* n : calls_)  // in graph order
+      if (const int p = position_.at(n); p > lo && p < hi) return n;
+    return nullptr;
+  }
+
   /// Tries to add `n` to group g; says why not in a remark.
   bool tryAdd(int g, Node* n, std::string_view how) {
     Group& group = groups_[static_cast<size_t>(g)];
@@ -429,6 +459,8 @@ class Fuser {
 
   Graph& graph_;
   PassContext& context_;
+  std::unordered_map<const Node*, int> position_;  ///< in the graph as the pass found it
+  std::vector<const Node*> calls_;                 ///< library calls and collectives, in order
   std::unordered_map<const Node*, int> groupOf_;
   std::vector<Group> groups_;
   std::vector<Node*> queue_;

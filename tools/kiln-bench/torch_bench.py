@@ -89,14 +89,14 @@ TRANSFORMER_HEADS = 8
 TRANSFORMER_HIDDEN = 2048
 
 
-def transformer_block(x, ln1_w, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_w, ln2_b, w1, b1, w2, b2):
+def transformer_block(x, ln1_w, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_w, ln2_b, w1, b1, w2, b2, heads=TRANSFORMER_HEADS):
     # Pre-LN, no mask, exact GELU; per-head attention through
     # F.scaled_dot_product_attention, as kiln's tools::transformerBlock calls
     # kiln::scaledDotProductAttention (both fused on the CPU).
     seq, d = x.shape
-    dh = d // TRANSFORMER_HEADS
+    dh = d // heads
     qkv = F.linear(layer_norm(x, ln1_w, ln1_b), w_qkv, b_qkv)
-    q, k, v = (qkv[:, i * d:(i + 1) * d].view(seq, TRANSFORMER_HEADS, dh).transpose(0, 1) for i in range(3))
+    q, k, v = (qkv[:, i * d:(i + 1) * d].view(seq, heads, dh).transpose(0, 1) for i in range(3))
     o = F.scaled_dot_product_attention(q, k, v).transpose(0, 1).reshape(seq, d)
     h = x + F.linear(o, w_o, b_o)
     return h + F.linear(F.gelu(F.linear(layer_norm(h, ln2_w, ln2_b), w1, b1)), w2, b2)
@@ -136,23 +136,40 @@ def _mlp_train_step(inputs, compile_fn, hidden=MLP_HIDDEN):
     return lambda: f(x, y)
 
 
-def _transformer_train_step(inputs, compile_fn, hidden=TRANSFORMER_HIDDEN):
+def _transformer_train_step(inputs, compile_fn, hidden=TRANSFORMER_HIDDEN, blocks=1, checkpoint=False,
+                            heads=TRANSFORMER_HEADS):
     # kiln's tools::TransformerTrainStep: transformer_block's 12 parameters
-    # made by PyTorch's modules (layer norms ones and zeros, linears drawn in
-    # the order QKV, output projection, MLP up, MLP down), F.mse_loss against
-    # the target, backward, AdamW with the defaults.
+    # per block made by PyTorch's modules (layer norms ones and zeros,
+    # linears drawn in the order QKV, output projection, MLP up, MLP down),
+    # the blocks in a row (each under torch.utils.checkpoint when
+    # `checkpoint`), F.mse_loss against the target, backward, AdamW with the
+    # defaults.
     x, target = inputs
     d = x.shape[1]
-    ln1, ln2 = torch.nn.LayerNorm(d, eps=LAYER_NORM_EPS), torch.nn.LayerNorm(d, eps=LAYER_NORM_EPS)
-    qkv, out = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
-    up, down = torch.nn.Linear(d, hidden), torch.nn.Linear(hidden, d)
-    params = [ln1.weight, ln1.bias, qkv.weight, qkv.bias, out.weight, out.bias,
-              ln2.weight, ln2.bias, up.weight, up.bias, down.weight, down.bias]
+    stack = []
+    for _ in range(blocks):
+        ln1, ln2 = torch.nn.LayerNorm(d, eps=LAYER_NORM_EPS), torch.nn.LayerNorm(d, eps=LAYER_NORM_EPS)
+        qkv, out = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+        up, down = torch.nn.Linear(d, hidden), torch.nn.Linear(hidden, d)
+        stack.append([ln1.weight, ln1.bias, qkv.weight, qkv.bias, out.weight, out.bias,
+                      ln2.weight, ln2.bias, up.weight, up.bias, down.weight, down.bias])
+    params = [p for block in stack for p in block]
     opt = torch.optim.AdamW(params, lr=ADAMW_LR, weight_decay=ADAMW_WEIGHT_DECAY)
+
+    def run(h, *block):
+        return transformer_block(h, *block, heads=heads)
+
+    def forward(h):
+        for block in stack:
+            if checkpoint:
+                h = torch.utils.checkpoint.checkpoint(run, h, *block, use_reentrant=False)
+            else:
+                h = run(h, *block)
+        return h
 
     def step(x, target):
         opt.zero_grad(set_to_none=True)
-        loss = F.mse_loss(transformer_block(x, *params), target)
+        loss = F.mse_loss(forward(x), target)
         loss.backward()
         opt.step()
         return loss
@@ -182,6 +199,11 @@ WORKLOADS = {
     "bias_gelu": _pure(lambda x, b: F.gelu(x + b)),
     "transformer_block": _pure(transformer_block),
     "transformer_train_step": _transformer_train_step,
+    # kiln-bench's kStack: 4 blocks of d 128, 2 heads, MLP 512.
+    "transformer_stack_train_step": lambda inputs, compile_fn: _transformer_train_step(
+        inputs, compile_fn, hidden=512, blocks=4, heads=2),
+    "transformer_stack_train_step_checkpointed": lambda inputs, compile_fn: _transformer_train_step(
+        inputs, compile_fn, hidden=512, blocks=4, checkpoint=True, heads=2),
     # The same unfused ops as kiln's: torch.compile may fuse them, as
     # kiln's fuse-attention does.
     "attention": _pure(lambda q, k, v: torch.matmul(torch.softmax(torch.matmul(q, k.transpose(1, 2)) * 0.125, -1), v)),
@@ -335,6 +357,7 @@ def main():
         send({"torch": None, "error": f"import torch failed in {sys.executable}: {one_line(e)}"})
         return 0
     torch, F = _torch, _F
+    import torch.utils.checkpoint  # noqa: F401 (the checkpointed workloads)
     global DEVICE
     DEVICE = args.device
     if DEVICE != "cpu":
