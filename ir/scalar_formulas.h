@@ -479,7 +479,10 @@ typename B::V emitOp(B& b, Op op, DType outType, std::span<const typename B::V> 
       return f64 ? geluErf64(b, in[0]) : geluErf(b, in[0]);
     case Op::softplus: return softplus(b, in[0], softplusAttrs(attrs));
     case Op::cast: return b.convert(in[0], computeDType(outType));
-    case Op::opt_barrier: return in[0];
+    // in[0]; `after` is read into a select whose condition (after < after)
+    // is false for every value, NaN included, so compilers fold it away and
+    // the C renderers declare no unused variable.
+    case Op::opt_barrier: return b.select(b.lt(in[1], in[1]), in[1], in[0]);
     case Op::eq: return b.fromM(b.eq(in[0], in[1]));
     case Op::ne: return b.fromM(b.ne(in[0], in[1]));
     case Op::lt: return b.fromM(b.lt(in[0], in[1]));
