@@ -4,14 +4,16 @@
 // passed, before any view is made.
 #include "frontend/linalg.h"
 
+#include "frontend/amp/autocast_policy.h"
 #include "frontend/dispatch.h"
 #include "frontend/ops.h"
 #include "runtime/error.h"
 
 namespace kiln {
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
-  KILN_CHECK(a.defined() && b.defined(), "matmul: argument {} is an undefined tensor", a.defined() ? 1 : 0);
+Tensor matmul(const Tensor& a0, const Tensor& b0) {
+  KILN_CHECK(a0.defined() && b0.defined(), "matmul: argument {} is an undefined tensor", a0.defined() ? 1 : 0);
+  const Tensor a = detail::autocastArg("matmul", a0), b = detail::autocastArg("matmul", b0);
   KILN_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need at least 1 dimension, got {} and {}", a.str(),
              b.str());
   KILN_CHECK(a.device() == b.device(), "matmul: expected all tensors on the same device, got {} and {}", a.str(),
@@ -32,8 +34,11 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return r;
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  KILN_CHECK(x.defined() && weight.defined(), "linear: argument {} is an undefined tensor", x.defined() ? 1 : 0);
+Tensor linear(const Tensor& x0, const Tensor& weight0, const Tensor& bias0) {
+  KILN_CHECK(x0.defined() && weight0.defined(), "linear: argument {} is an undefined tensor", x0.defined() ? 1 : 0);
+  // Autocast casts the bias too, so the add stays in the low dtype.
+  const Tensor x = detail::autocastArg("linear", x0), weight = detail::autocastArg("linear", weight0),
+               bias = detail::autocastArg("linear", bias0);
   KILN_CHECK(weight.dim() == 2, "linear: expected a 2-d weight [out, in], got {}", weight.str());
   KILN_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1),
              "linear: input {} does not match weight {} (expected the last dim of the input to be {})", x.str(),
