@@ -44,8 +44,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::printf("digits: %lld train, %lld test images%s\n", static_cast<long long>(train.size()),
-              static_cast<long long>(test.size()),
-              autocastName.empty() ? "" : (", autocast " + autocastName).c_str());
+              static_cast<long long>(test.size()), autocastName.empty() ? "" : (", autocast " + autocastName).c_str());
 
   try {
     // The scope is off (enabled false) without --autocast.

@@ -83,10 +83,9 @@ Trace traceGraph(const TraceFn& fn, const std::vector<ir::TensorType>& inputs, c
   }
   // Autocast decides which casts the trace holds: a program traced under
   // one state does not run under another (torch.compile guards on it too).
-  state.guards.push_back({fmt::format("the autocast state is '{}'", autocastSignature()),
-                          [signature = autocastSignature()](std::span<const Tensor>) {
-                            return autocastSignature() == signature;
-                          }});
+  state.guards.push_back(
+      {fmt::format("the autocast state is '{}'", autocastSignature()),
+       [signature = autocastSignature()](std::span<const Tensor>) { return autocastSignature() == signature; }});
   std::vector<Tensor> results;
   {
     TraceGuard guard(&state);

@@ -91,7 +91,8 @@ Tensor nllLoss(const Tensor& input0, const Tensor& target0, const NllOptions& op
 }
 
 Tensor crossEntropy(const Tensor& input0, const Tensor& target0, const CrossEntropyOptions& options) {
-  const Tensor input = detail::autocastArg("cross_entropy", input0), target = detail::autocastArg("cross_entropy", target0);
+  const Tensor input = detail::autocastArg("cross_entropy", input0),
+               target = detail::autocastArg("cross_entropy", target0);
   KILN_CHECK(input.defined() && target.defined(), "cross_entropy: undefined input or target");
   KILN_CHECK(options.labelSmoothing >= 0.0 && options.labelSmoothing <= 1.0,
              "cross_entropy: label_smoothing must be in [0, 1], got {}", options.labelSmoothing);

@@ -18,10 +18,12 @@
 #include <fmt/format.h>
 
 #include <unordered_map>
+#include <vector>
 
 #include "frontend/amp/autocast_policy.h"
 #include "frontend/autograd/grad_mode.h"
 #include "frontend/trace.h"
+#include "ir/graph.h"
 #include "runtime/error.h"
 
 namespace kiln {
@@ -57,8 +59,7 @@ AutocastState& state() {
 
 AutocastGuard::AutocastGuard(DeviceType type, DType dtype, bool enabled) : type_(type) {
   KILN_CHECK(dtype == DType::f16 || dtype == DType::bf16,
-             "autocast: expected dtype f16 or bf16 for device type {}, got {}", deviceTypeName(type),
-             dtypeName(dtype));
+             "autocast: expected dtype f16 or bf16 for device type {}, got {}", deviceTypeName(type), dtypeName(dtype));
   AutocastState& s = state();
   previous_ = s.dtype[static_cast<size_t>(type)];
   s.set(type, enabled ? std::optional(dtype) : std::nullopt);
@@ -101,6 +102,24 @@ std::string autocastSignature() {
 
 AutocastCacheStats autocastCacheStats() { return state().stats; }
 
+namespace {
+// Note [Parameter casts come first]
+// A traced cast of a parameter (a graph input: the eager leaf as it was
+// captured) reads nothing the program computes, so it may run first. It is
+// put first: traced where the layer is, between the previous layer's matmul
+// and the bias-activation kernel fused after it, it would keep that kernel
+// from being the matmul's epilogue (Note [Matmul epilogues in compiled
+// programs] in codegen/compile_graph.cpp: an epilogue comes right after
+// its matmul), one kernel and one pass over the product more per layer.
+void hoistToTheTop(ir::Graph& graph, ir::Node* cast) {
+  if (!cast || cast->op() != ir::Op::cast || cast->input(0)->node()) return;  // reads a computed value: stays
+  std::vector<ir::Node*> order = graph.nodes();
+  std::erase(order, cast);
+  order.insert(order.begin(), cast);
+  graph.reorder(order);
+}
+}  // namespace
+
 bool anyAutocast() { return state().enabledCount > 0; }
 
 Tensor autocastArg(const Tensor& t, CastPolicy policy) {
@@ -122,6 +141,7 @@ Tensor autocastArg(const Tensor& t, CastPolicy policy) {
     return it->second.copy;
   }
   Tensor copy = t.to(want);
+  if (trace && copy.isTraced()) hoistToTheTop(*trace->graph, copy.impl()->traced->node());
   if (isGradEnabled()) {
     s.cache[t.impl()] = CacheEntry{t, t.version(), want, trace, copy};
     s.stats.casts++;
