@@ -78,16 +78,19 @@ std::optional<DType> autocastDType(DeviceType type) { return state().dtype[stati
 
 namespace detail {
 
-AutocastOff::AutocastOff() {
+AutocastDTypes autocastDTypes() { return state().dtype; }
+
+AutocastStateGuard::AutocastStateGuard(const AutocastDTypes& to) {
   AutocastState& s = state();
   saved_ = s.dtype;
-  s.dtype = {};
-  s.enabledCount = 0;
+  for (size_t i = 0; i < to.size(); ++i) s.set(static_cast<DeviceType>(i), to[i]);
+  s.nesting++;
 }
 
-AutocastOff::~AutocastOff() {
+AutocastStateGuard::~AutocastStateGuard() {
   AutocastState& s = state();
   for (size_t i = 0; i < saved_.size(); ++i) s.set(static_cast<DeviceType>(i), saved_[i]);
+  if (--s.nesting == 0) s.cache.clear();
 }
 
 std::string autocastSignature() {

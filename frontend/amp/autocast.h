@@ -61,18 +61,29 @@ std::optional<DType> autocastDType(DeviceType type);
 
 namespace detail {
 
-/// Turns autocast off for every device type on this thread while it lives
-/// (without leaving any scope: the weight cache stays); backward() runs
-/// under one.
-class AutocastOff {
+/// The autocast dtype of each device type (none: off), indexed by DeviceType.
+using AutocastDTypes = std::array<std::optional<DType>, 3>;
+/// This thread's.
+AutocastDTypes autocastDTypes();
+
+/// Sets this thread's autocast state to `state` while it lives, as a scope
+/// (its weight cache is dropped when it is the outermost); kiln::checkpoint
+/// recomputes under the forward's state with one.
+class AutocastStateGuard {
  public:
-  AutocastOff();
-  ~AutocastOff();
-  AutocastOff(const AutocastOff&) = delete;
-  AutocastOff& operator=(const AutocastOff&) = delete;
+  explicit AutocastStateGuard(const AutocastDTypes& state);
+  ~AutocastStateGuard();
+  AutocastStateGuard(const AutocastStateGuard&) = delete;
+  AutocastStateGuard& operator=(const AutocastStateGuard&) = delete;
 
  private:
-  std::array<std::optional<DType>, 3> saved_;
+  AutocastDTypes saved_;
+};
+
+/// Autocast off for every device type while it lives; backward() runs under one.
+class AutocastOff : public AutocastStateGuard {
+ public:
+  AutocastOff() : AutocastStateGuard({}) {}
 };
 
 /// The thread's autocast state as text ("" when off everywhere,

@@ -183,6 +183,28 @@ TEST(Autocast, BackwardInsideTheScopeRunsWithoutIt) {
   EXPECT_EQ(in.w.grad().toVector(), w2.grad().toVector());
 }
 
+TEST(Autocast, ACheckpointRecomputesUnderTheForwardsAutocastState) {
+  // backward() runs with autocast off; kiln::checkpoint's recomputation
+  // runs under the state its forward ran in, so it computes the same bf16
+  // products (else it would return f32 and fail its own check).
+  manualSeed(8);
+  const Inputs in;
+  const Tensor w2 = in.w.detach().setRequiresGrad(), b2 = in.b.detach().setRequiresGrad();
+  Tensor plain, checkpointed;
+  {
+    auto ac = autocast(kCpu, DType::bf16);
+    plain = crossEntropy(relu(linear(in.x, in.w, in.b)), in.labels);
+    const std::vector<Tensor> h = checkpoint(
+        [&](const std::vector<Tensor>& xs) { return std::vector<Tensor>{relu(linear(xs[0], w2, b2))}; }, {in.x});
+    EXPECT_EQ(h[0].dtype(), DType::bf16);
+    checkpointed = crossEntropy(h[0], in.labels);
+  }
+  plain.backward();
+  checkpointed.backward();
+  EXPECT_EQ(in.w.grad().toVector(), w2.grad().toVector());
+  EXPECT_EQ(in.b.grad().toVector(), b2.grad().toVector());
+}
+
 TEST(Autocast, GradScalerSkipsAnAutocastStepWithAnInjectedInf) {
   manualSeed(7);
   const Inputs in;
