@@ -10,7 +10,12 @@
 // distributed version, train_digits_ddp.cpp.
 //
 //   train_digits [--data data/digits.csv] [--epochs 30] [--batch 64] [--lr 3e-3]
-//                [--seed 0] [--min-accuracy A]
+//                [--seed 0] [--min-accuracy A] [--autocast bf16|f16]
+//
+// With --autocast the forward pass, the loss and the test evaluation run
+// under kiln::autocast on the CPU in that dtype (mixed precision: the
+// linear layers in bf16/f16, layer_norm and the loss in f32, the parameters
+// and the optimizer in f32; docs/amp.md).
 //
 // data/digits.csv comes from scripts/fetch_data.sh (Debian's python3-sklearn
 // ships it). With --min-accuracy the exit status is 1 when the final test
@@ -29,16 +34,22 @@ int main(int argc, char** argv) {
   CLI::App app{"train_digits: an MLP on the UCI handwritten digits, on one process"};
   digits::Options o;
   digits::addOptions(app, o);
+  std::string autocastName;
+  app.add_option("--autocast", autocastName, "run forward and loss under kiln::autocast in this dtype (bf16, f16)")
+      ->check(CLI::IsMember({"bf16", "f16"}));
   CLI11_PARSE(app, argc, argv);
   digits::Dataset train, test;
   if (!digits::load(o.data, train, test)) {
     std::fprintf(stderr, "train_digits: cannot read %s (run scripts/fetch_data.sh)\n", o.data.c_str());
     return 2;
   }
-  std::printf("digits: %lld train, %lld test images\n", static_cast<long long>(train.size()),
-              static_cast<long long>(test.size()));
+  std::printf("digits: %lld train, %lld test images%s\n", static_cast<long long>(train.size()),
+              static_cast<long long>(test.size()), autocastName.empty() ? "" : (", autocast " + autocastName).c_str());
 
   try {
+    // The scope is off (enabled false) without --autocast.
+    const kiln::DType low = autocastName.empty() ? kiln::DType::bf16 : *kiln::parseDType(autocastName);
+    const bool mixed = !autocastName.empty();
     kiln::manualSeed(o.seed);
     kiln::nn::Sequential model = digits::makeModel();
     kiln::optim::AdamWOptions options;
@@ -58,14 +69,21 @@ int main(int argc, char** argv) {
       for (size_t start = 0; start < order.size(); start += static_cast<size_t>(o.batch)) {
         const size_t end = std::min(order.size(), start + static_cast<size_t>(o.batch));
         auto [x, y] = digits::batch(train, std::vector<int64_t>(order.begin() + start, order.begin() + end));
-        const kiln::Tensor loss = kiln::crossEntropy(model->forward(x), y);
+        kiln::Tensor loss;
+        {
+          auto ac = kiln::autocast(kiln::DeviceType::cpu, low, mixed);
+          loss = kiln::crossEntropy(model->forward(x), y);
+        }
         optimizer.zeroGrad();
         loss.backward();
         optimizer.step();
         lossSum += loss.item();
         ++batches;
       }
-      acc = digits::accuracy(model, test);
+      {
+        auto ac = kiln::autocast(kiln::DeviceType::cpu, low, mixed);
+        acc = digits::accuracy(model, test);
+      }
       std::printf("epoch %2d  loss %.4f  test accuracy %.2f%%\n", epoch, lossSum / batches, 100 * acc);
     }
     std::printf("test accuracy: %.2f%%\n", 100 * acc);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "frontend/amp/autocast.h"
 #include "frontend/autograd/engine.h"
 #include "frontend/autograd/function.h"
 #include "frontend/autograd/grad_mode.h"
@@ -28,6 +29,7 @@ struct Saved {
   std::vector<detail::Draw> draws;
   std::vector<autograd::Edge> outside;
   std::vector<ir::TensorType> outputTypes;
+  detail::AutocastDTypes autocast;  ///< the forward's, restored for the recomputation (as PyTorch's checkpoint)
 };
 
 std::vector<Tensor> recompute(Saved& s, const std::vector<Tensor>& gradOutputs) {
@@ -55,6 +57,7 @@ std::vector<Tensor> recompute(Saved& s, const std::vector<Tensor>& gradOutputs) 
   std::vector<Tensor> outputs;
   {
     GradModeGuard grad(true);
+    detail::AutocastStateGuard autocast(s.autocast);
     detail::DrawReplay replay(s.draws, kName);
     outputs = s.fn(inputs);
     replay.finish();
@@ -110,6 +113,7 @@ std::vector<Tensor> checkpoint(const CheckpointFunction& fn, const std::vector<T
     saved->outputTypes.push_back(y.type());
   }
   saved->fn = fn;
+  saved->autocast = detail::autocastDTypes();
   for (const Tensor& x : inputs) {
     saved->inputs.emplace_back(x);
     saved->inputRequiresGrad.push_back(x.requiresGrad());

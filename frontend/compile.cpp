@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "codegen/compile_graph.h"
+#include "frontend/amp/autocast.h"
 #include "frontend/autograd/node.h"
 #include "frontend/inplace.h"
 #include "frontend/trace.h"
@@ -82,6 +83,11 @@ Trace traceGraph(const TraceFn& fn, const std::vector<ir::TensorType>& inputs, c
                             }});
     leaves.emplace_back(static_cast<int>(i), seed);
   }
+  // Autocast decides which casts the trace holds: a program traced under
+  // one state does not run under another (torch.compile guards on it too).
+  state.guards.push_back(
+      {fmt::format("the autocast state is '{}'", autocastSignature()),
+       [signature = autocastSignature()](std::span<const Tensor>) { return autocastSignature() == signature; }});
   std::vector<Tensor> results;
   {
     TraceGuard guard(&state);

@@ -27,6 +27,7 @@
 #include <unordered_map>
 
 #include "codegen/compile_graph.h"
+#include "frontend/amp/autocast_policy.h"
 #include "frontend/autograd/formulas.h"
 #include "frontend/promotion.h"
 #include "frontend/trace.h"
@@ -230,6 +231,13 @@ Tensor dispatch(ir::Op op, std::vector<Operand> operands, const ir::Attributes& 
   }
   KILN_ASSERT(first, "{} called with scalars only", name);
   checkDeterministic(op, first->device());  // Note [Determinism]
+  // Autocast (frontend/amp/autocast.h): an op on its lists takes its
+  // floating-point operands cast first, by ordinary `cast` ops that record
+  // their gradient and trace like any other.
+  if (anyAutocast())
+    if (const CastPolicy policy = castPolicy(op); policy != CastPolicy::none)
+      for (Operand& o : operands)
+        if (!o.isScalar) o.tensor = autocastArg(o.tensor, policy);
   TraceState* trace = TraceState::current();
   for (const Operand& o : operands)
     KILN_CHECK(o.isScalar || trace || !o.tensor.isTraced(),

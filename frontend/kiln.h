@@ -8,6 +8,7 @@
 #pragma once
 
 #include "frontend/activation_checkpoint.h"
+#include "frontend/amp/autocast.h"
 #include "frontend/amp/grad_scaler.h"
 #include "frontend/attention.h"
 #include "frontend/checkpoint.h"

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "frontend/amp/autocast_policy.h"
 #include "frontend/ops.h"
 #include "frontend/reductions.h"
 #include "runtime/error.h"
@@ -57,13 +58,15 @@ void checkTarget(const char* op, const Tensor& input, const Tensor& target, int6
 
 }  // namespace
 
-Tensor mseLoss(const Tensor& input, const Tensor& target, Reduction reduction) {
+Tensor mseLoss(const Tensor& input0, const Tensor& target0, Reduction reduction) {
+  const Tensor input = detail::autocastArg("mse_loss", input0), target = detail::autocastArg("mse_loss", target0);
   KILN_CHECK(input.defined() && target.defined(), "mse_loss: undefined input or target");
   const Tensor d = input - target;
   return reduce(d * d, reduction);
 }
 
-Tensor nllLoss(const Tensor& input, const Tensor& target, const NllOptions& options) {
+Tensor nllLoss(const Tensor& input0, const Tensor& target0, const NllOptions& options) {
+  const Tensor input = detail::autocastArg("nll_loss", input0), target = detail::autocastArg("nll_loss", target0);
   checkTarget("nll_loss", input, target, options.ignoreIndex);
   const int64_t cd = classDim(input);
   const int64_t classes = input.size(static_cast<int>(cd));
@@ -87,7 +90,9 @@ Tensor nllLoss(const Tensor& input, const Tensor& target, const NllOptions& opti
   return reduce(losses, options.reduction);
 }
 
-Tensor crossEntropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options) {
+Tensor crossEntropy(const Tensor& input0, const Tensor& target0, const CrossEntropyOptions& options) {
+  const Tensor input = detail::autocastArg("cross_entropy", input0),
+               target = detail::autocastArg("cross_entropy", target0);
   KILN_CHECK(input.defined() && target.defined(), "cross_entropy: undefined input or target");
   KILN_CHECK(options.labelSmoothing >= 0.0 && options.labelSmoothing <= 1.0,
              "cross_entropy: label_smoothing must be in [0, 1], got {}", options.labelSmoothing);

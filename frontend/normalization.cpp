@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "frontend/amp/autocast_policy.h"
 #include "frontend/autograd/function.h"
 #include "frontend/autograd/grad_mode.h"
 #include "frontend/ops.h"
@@ -30,7 +31,8 @@ Tensor computeInput(const char* op, const Tensor& x) {
 }
 }  // namespace
 
-Tensor softmax(const Tensor& x, int64_t dim) {
+Tensor softmax(const Tensor& x0, int64_t dim) {
+  const Tensor x = detail::autocastArg("softmax", x0);
   const int d = ir::normalizeDim("softmax", dim, x.type());
   Tensor y;
   {
@@ -49,7 +51,8 @@ Tensor softmax(const Tensor& x, int64_t dim) {
   return y;
 }
 
-Tensor logSoftmax(const Tensor& x, int64_t dim) {
+Tensor logSoftmax(const Tensor& x0, int64_t dim) {
+  const Tensor x = detail::autocastArg("log_softmax", x0);
   const int d = ir::normalizeDim("log_softmax", dim, x.type());
   Tensor y;
   {
@@ -68,8 +71,10 @@ Tensor logSoftmax(const Tensor& x, int64_t dim) {
   return y;
 }
 
-LayerNormResult layerNormWithStats(const Tensor& x, const Shape& normalizedShape, const Tensor& weight,
-                                   const Tensor& bias, double eps) {
+LayerNormResult layerNormWithStats(const Tensor& x0, const Shape& normalizedShape, const Tensor& weight0,
+                                   const Tensor& bias0, double eps) {
+  const Tensor x = detail::autocastArg("layer_norm", x0), weight = detail::autocastArg("layer_norm", weight0),
+               bias = detail::autocastArg("layer_norm", bias0);
   const Tensor xf = [&] {
     NoGradGuard noGrad;
     return computeInput("layer_norm", x);

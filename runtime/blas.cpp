@@ -40,6 +40,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -234,19 +235,61 @@ void blasBlock(const Block& x) {
   gemm(x, a, *la, b, *lb, static_cast<T*>(x.c));
 }
 
+/// f16/bf16 to and from f32, one element. bf16's are runtime/numeric.cpp's
+/// f32ToBf16Bits and bf16BitsToF32 (the same bits, tested by the matmul
+/// tests against eager casts), repeated here so that they inline: called
+/// out of line for each element, they cost more than the product for issue
+/// 14's MLP under bf16 autocast.
+template <typename H>
+inline float toF32(H h) {
+  if constexpr (std::is_same_v<H, BFloat16>) return std::bit_cast<float>(static_cast<uint32_t>(h.bits) << 16);
+  return static_cast<float>(h);
+}
+template <typename H>
+inline H fromF32(float x) {
+  if constexpr (std::is_same_v<H, BFloat16>) {
+    const uint32_t u = std::bit_cast<uint32_t>(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return BFloat16::fromBits(static_cast<uint16_t>((u >> 16) | 0x40u));
+    return BFloat16::fromBits(static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16));
+  }
+  return H(x);
+}
+
+/// A strided f16/bf16 matrix [rows, cols] as f32 in `dst`, and the layout
+/// sgemm reads it with. A transposed operand (a linear layer's weight.t())
+/// stays transposed: converting it into row-major order would read it a
+/// column at a time, which cost more than the product for issue 14's MLP.
+template <typename H>
+BlasLayout halfToF32(const H* src, int64_t rows, int64_t cols, int64_t rowStride, int64_t colStride,
+                     std::vector<float>& dst) {
+  const std::optional<BlasLayout> l = blasLayout(rows, cols, rowStride, colStride);
+  dst.resize(static_cast<size_t>(rows * cols));
+  if (!l || !l->transposed || rows == 1 || cols == 1) {
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        dst[static_cast<size_t>(i * cols + j)] = toF32(src[i * rowStride + j * colStride]);
+    return BlasLayout{false, std::max<int64_t>(cols, 1)};
+  }
+  for (int64_t j = 0; j < cols; ++j)
+    for (int64_t i = 0; i < rows; ++i) dst[static_cast<size_t>(j * rows + i)] = toF32(src[j * colStride + i]);
+  return BlasLayout{true, std::max<int64_t>(rows, 1)};
+}
+
 /// f16 and bf16: both operands to f32, sgemm, one rounding per result.
 template <typename H>
 void halfBlock(const Block& x) {
-  std::vector<float> a, b, c(static_cast<size_t>(x.m * x.n));
-  gatherMatrix(static_cast<const H*>(x.a), x.m, x.k, x.ars, x.acs, a);
-  gatherMatrix(static_cast<const H*>(x.b), x.k, x.n, x.brs, x.bcs, b);
+  // Per-thread scratch, kept between calls: fresh vectors of a few MiB
+  // each call were mapped and page-faulted again every time.
+  thread_local std::vector<float> a, b, c;
+  c.resize(static_cast<size_t>(x.m * x.n));
+  const BlasLayout la = halfToF32(static_cast<const H*>(x.a), x.m, x.k, x.ars, x.acs, a);
+  const BlasLayout lb = halfToF32(static_cast<const H*>(x.b), x.k, x.n, x.brs, x.bcs, b);
   Block f = x;
   f.ldc = x.n;
-  gemm(f, a.data(), BlasLayout{false, std::max<int64_t>(x.k, 1)}, b.data(), BlasLayout{false, std::max<int64_t>(x.n, 1)},
-       c.data());
+  gemm(f, a.data(), la, b.data(), lb, c.data());
   H* out = static_cast<H*>(x.c);
   for (int64_t i = 0; i < x.m; ++i)
-    for (int64_t j = 0; j < x.n; ++j) out[i * x.ldc + j] = H(c[static_cast<size_t>(i * x.n + j)]);
+    for (int64_t j = 0; j < x.n; ++j) out[i * x.ldc + j] = fromF32<H>(c[static_cast<size_t>(i * x.n + j)]);
 }
 
 /// i32 and i64: a loop in the unsigned type, so that overflow wraps.

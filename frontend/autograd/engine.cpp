@@ -18,6 +18,7 @@
 #include <deque>
 #include <unordered_map>
 
+#include "frontend/amp/autocast.h"
 #include "frontend/autograd/function.h"
 #include "frontend/autograd/grad_mode.h"
 #include "frontend/autograd/hooks.h"
@@ -98,6 +99,9 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& rootGrads,
   }
 
   NoGradGuard noGrad;
+  // Gradient formulas run on the dtypes the forward saved, never autocast:
+  // PyTorch's engine threads do not see the forward's autocast state.
+  detail::AutocastOff autocastOff;
   std::vector<std::function<void()>> callbacks;
   CallbackScope scope(&callbacks);
   std::deque<std::shared_ptr<Node>> ready;

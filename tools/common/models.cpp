@@ -24,14 +24,19 @@ Tensor chain8Math(const Tensor& x) {
 
 Tensor biasRelu(const Tensor& x, const Tensor& b) { return relu(x + b); }
 
-MlpTrainStep::MlpTrainStep(Sizes s)
+MlpTrainStep::MlpTrainStep(Sizes s, std::optional<DType> autocast)
     : model_(nn::Linear(s.in, s.hidden), nn::ReLU(), nn::Linear(s.hidden, s.hidden), nn::ReLU(),
              nn::Linear(s.hidden, s.classes)),
-      optimizer_(model_->parameters()) {}
+      optimizer_(model_->parameters()),
+      autocast_(autocast) {}
 
 Tensor MlpTrainStep::operator()(const Tensor& x, const Tensor& labels) {
   optimizer_.zeroGrad();
-  Tensor loss = crossEntropy(model_(x), labels);
+  Tensor loss;
+  {
+    auto ac = kiln::autocast(DeviceType::cpu, autocast_.value_or(DType::bf16), autocast_.has_value());
+    loss = crossEntropy(model_(x), labels);
+  }
   loss.backward();
   optimizer_.step();
   return loss;
@@ -239,6 +244,14 @@ const std::vector<Model>& table() {
        "batch of 256: parameters, moments and gradients are written back (one model, made at the first call)",
        [](const std::vector<Tensor>& in) {
          static MlpTrainStep* step = new MlpTrainStep();  // state for the process's life
+         return std::vector<Tensor>{(*step)(in[0], in[1])};
+       },
+       MlpTrainStep::inputTypes()},
+      {"mlp_train_step_bf16_autocast",
+       "mlp_train_step with its forward pass and loss under kiln::autocast(cpu, bf16): the linear layers in bf16, "
+       "the loss in f32, f32 parameters, gradients and AdamW (one model, made at the first call)",
+       [](const std::vector<Tensor>& in) {
+         static MlpTrainStep* step = new MlpTrainStep({}, DType::bf16);  // state for the process's life
          return std::vector<Tensor>{(*step)(in[0], in[1])};
        },
        MlpTrainStep::inputTypes()},

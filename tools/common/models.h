@@ -115,6 +115,9 @@ struct MlpSizes {
 /// 1e-2) on parameters and optimizer state kept in the object. kiln-bench's
 /// `mlp_train_step` and `irdump --example mlp_train_step`; it compiles whole
 /// (docs/compile.md). Other sizes make kiln-bench's mlp_train_step_small.
+/// With `autocast` (f16 or bf16), the forward pass and the loss run under
+/// kiln::autocast on the CPU in that dtype (kiln-bench's
+/// mlp_train_step_bf16_autocast, `irdump --example mlp_train_step_bf16_autocast`).
 class MlpTrainStep {
  public:
   static constexpr int64_t kIn = 784, kHidden = 1024, kClasses = 10, kBatch = 256;
@@ -122,7 +125,7 @@ class MlpTrainStep {
   /// Makes the model (initialized from the default generator) and its
   /// optimizer; made while kiln::compile traces, they are eager state too
   /// (Note [Initialization is eager]).
-  explicit MlpTrainStep(Sizes sizes = {});
+  explicit MlpTrainStep(Sizes sizes = {}, std::optional<DType> autocast = std::nullopt);
   /// One step on x f32[N,784] and labels i64[N] in [0, 10); returns the loss
   /// (computed before the update).
   Tensor operator()(const Tensor& x, const Tensor& labels);
@@ -132,6 +135,7 @@ class MlpTrainStep {
  private:
   nn::Sequential model_;
   optim::AdamW optimizer_;
+  std::optional<DType> autocast_;
 };
 
 /// One DistributedDataParallel training step of a small MLP (64-128-128-10,

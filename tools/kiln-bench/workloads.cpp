@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <memory>
+#include <optional>
 #include <random>
 
 #include "runtime/error.h"
@@ -54,14 +55,17 @@ void runsTrainStep(Workload& w, Make make) {
 
 // Issue 3's MLP train step (tools::MlpTrainStep): standard-normal x and
 // class labels from a fixed seed (runsTrainStep says the rest).
-Workload mlpTrainStep(std::string name, MlpTrainStepSizes s) {
+// With `autocast`, the forward pass and the loss run under kiln::autocast
+// on the CPU in that dtype (docs/amp.md).
+Workload mlpTrainStep(std::string name, MlpTrainStepSizes s, std::optional<DType> autocast = std::nullopt) {
   using tools::MlpTrainStep;
   Workload w;
   w.name = std::move(name);
   w.description = fmt::format(
       "one AdamW training step of an MLP {}-{}-{}-{} (Linear-ReLU-Linear-ReLU-Linear, crossEntropy, backward) on a "
-      "batch of {}",
-      s.in, s.hidden, s.hidden, s.classes, s.batch);
+      "batch of {}{}",
+      s.in, s.hidden, s.hidden, s.classes, s.batch,
+      autocast ? fmt::format(", forward and loss under {} autocast", dtypeName(*autocast)) : "");
   w.inputTypes = MlpTrainStep::inputTypes(s);
   w.makeInputs = [s] {
     Generator gen(42);
@@ -70,7 +74,7 @@ Workload mlpTrainStep(std::string name, MlpTrainStepSizes s) {
     for (int64_t& label : labels) label = static_cast<int64_t>(rng() % static_cast<uint64_t>(s.classes));
     return std::vector<Tensor>{randn({s.batch, s.in}, gen), fromVector(labels, {s.batch})};
   };
-  runsTrainStep<MlpTrainStep>(w, [s] { return std::make_unique<MlpTrainStep>(s); });
+  runsTrainStep<MlpTrainStep>(w, [s, autocast] { return std::make_unique<MlpTrainStep>(s, autocast); });
   // The matmuls: forward F, the weights' gradients F, the activations'
   // gradients F less the first layer's (x needs none).
   const double forward = 2.0 * s.batch * (s.in * s.hidden + s.hidden * s.hidden + s.hidden * s.classes);
@@ -143,6 +147,9 @@ const std::vector<Workload>& workloads() {
       fromModel("bias_gelu"),                     // gelu(x + b), x f32[4096,4096]
       fromModel("transformer_block", transformerBlockFlops()),
       mlpTrainStep("mlp_train_step", {}),  // forward, crossEntropy, backward, AdamW: compiled whole
+      // The same step under bf16 autocast: time and peak memory against
+      // mlp_train_step's (docs/amp.md has the figures).
+      mlpTrainStep("mlp_train_step_bf16_autocast", {}, DType::bf16),
       // The same step on tiny shapes: its time is what a call costs beyond
       // the arithmetic (launches, uploads), which graph replay cuts.
       mlpTrainStep("mlp_train_step_small", {.in = 64, .hidden = 64, .classes = 10, .batch = 8}),
