@@ -114,7 +114,7 @@ def _pure(fn):
     return build
 
 
-def _mlp_train_step(inputs, compile_fn, hidden=MLP_HIDDEN):
+def _mlp_train_step(inputs, compile_fn, hidden=MLP_HIDDEN, autocast=None):
     x, y = inputs
     dims = (x.shape[1],) + hidden + (MLP_CLASSES,)
     layers = []
@@ -127,7 +127,11 @@ def _mlp_train_step(inputs, compile_fn, hidden=MLP_HIDDEN):
 
     def step(x, y):
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
+        if autocast is None:
+            loss = F.cross_entropy(model(x), y)
+        else:  # kiln::autocast's forward and loss, as torch.autocast's
+            with torch.autocast(DEVICE if DEVICE != "opencl" else "cpu", dtype=autocast):
+                loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
         return loss
@@ -195,6 +199,8 @@ WORKLOADS = {
     ),
     "mlp_train_step": _mlp_train_step,
     "mlp_train_step_small": lambda inputs, compile_fn: _mlp_train_step(inputs, compile_fn, hidden=(64, 64)),
+    "mlp_train_step_bf16_autocast": lambda inputs, compile_fn: _mlp_train_step(
+        inputs, compile_fn, autocast=torch.bfloat16),
     "relu_dropout_layernorm_train": _pure(relu_dropout_layernorm_train),
     "bias_gelu": _pure(lambda x, b: F.gelu(x + b)),
     "transformer_block": _pure(transformer_block),
