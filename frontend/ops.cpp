@@ -162,7 +162,11 @@ Tensor softplus(const Tensor& x, double beta, double threshold) {
 Tensor optimizationBarrier(const Tensor& x, const Tensor& after) {
   KILN_CHECK(x.defined() && after.defined(), "opt_barrier: an undefined tensor");
   KILN_CHECK(after.numel() > 0, "opt_barrier: `after` {} has no element", after.str());
-  Tensor token = after.detach().reshape({-1}).narrow(0, 0, 1).reshape({});
+  // Its first element, as a view whatever its strides (a reshape of an
+  // expanded gradient to 1-d would copy it whole).
+  Tensor token = after.detach();
+  for (int64_t d = 0; d < token.dim(); ++d) token = token.narrow(d, 0, 1);
+  token = token.reshape({});
   if (token.dtype() != x.dtype()) token = token.to(x.dtype());
   return detail::dispatch(Op::opt_barrier, {x, token});
 }
