@@ -45,13 +45,15 @@
 //   them] below): the same runs of the row, and in vector lanes or in
 //   sequence as eager does. A node that would change it is refused.
 // - Same rows: groups over the same rows merge when that makes no cycle
-//   and no library call or collective lies between them (mean and var of
-//   a layer norm, amax and sum of a softmax, the two column sums of a layer
-//   norm backward). Groups a matmul apart stay apart: merged, the kernel
-//   would run where the later one stands and keep every input of the
-//   earlier one alive until then (the bias gradients of every layer of a
-//   network held to the end of backward; activation checkpointing's memory
-//   saving undone).
+//   (mean and var of a layer norm, amax and sum of a softmax, the two
+//   column sums of a layer norm backward).
+// - Distance: a group never spans a library call or collective: no node
+//   joins it, and no two groups merge, across one in graph order. A kernel
+//   runs where its last member stands, so such a group would keep the
+//   inputs of its first members alive across the call: every layer's bias
+//   gradient sums fused into the optimizer's update at the end of the step
+//   held each layer's [rows, features] gradient to the end (activation
+//   checkpointing's memory saving undone with it).
 // - Views: chains of view ops (reshape, transpose, slice, expand) from a
 //   graph input, constant or other fusion's result into the group are
 //   copied into the body and read through strides, as fuse-elementwise
@@ -373,6 +375,18 @@ class Fuser {
         lo = std::min(lo, position_.at(m));
         hi = std::max(hi, position_.at(m));
       }
+    return callBetween(lo, hi);
+  }
+  /// The same for group g and a node joining it.
+  const Node* callBetween(const Group& g, const Node* n) const {
+    int lo = position_.at(n), hi = lo;
+    for (const Node* m : g.members) {
+      lo = std::min(lo, position_.at(m));
+      hi = std::max(hi, position_.at(m));
+    }
+    return callBetween(lo, hi);
+  }
+  const Node* callBetween(int lo, int hi) const {
     for (const Node* n : calls_)  // in graph order
       if (const int p = position_.at(n); p > lo && p < hi) return n;
     return nullptr;
@@ -384,6 +398,10 @@ class Fuser {
     const ir::RowDomain& rows = group.rows;
     if (ir::isBarrier(n->op())) return false;  // a kernel of its own (ir/Ops.def)
     if (n->output()->type().device != rows.device) return false;
+    if (const Node* call = callBetween(group, n)) {
+      refuse(n, group, fmt::format("{} lies between them", describe(call)), "refused-distance");
+      return false;
+    }
     if (ir::isReduction(n->op())) {
       if (!(ir::rowDomainOf(*n) == rows)) {
         refuse(n, group, "it reduces other rows", "refused-rows");
