@@ -9,6 +9,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "frontend/tensor.h"
@@ -21,4 +22,14 @@ inline ::testing::AssertionResult sameBits(const kiln::Tensor& a, const kiln::Te
     if (std::bit_cast<uint64_t>(x[i]) != std::bit_cast<uint64_t>(y[i]) && !(std::isnan(x[i]) && std::isnan(y[i])))
       return ::testing::AssertionFailure() << "element " << i << ": " << x[i] << " vs " << y[i];
   return ::testing::AssertionSuccess();
+}
+
+/// sameBits(a, b) for tensors that may be undefined (a gradient that was
+/// never made): both undefined is the same; `what` names them on failure.
+inline ::testing::AssertionResult sameBits(const kiln::Tensor& a, const kiln::Tensor& b, const std::string& what) {
+  if (a.defined() != b.defined()) return ::testing::AssertionFailure() << what << ": one is undefined";
+  if (!a.defined()) return ::testing::AssertionSuccess();
+  ::testing::AssertionResult r = sameBits(a, b);
+  if (!r) return ::testing::AssertionFailure() << what << ": " << r.message();
+  return r;
 }

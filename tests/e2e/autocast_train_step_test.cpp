@@ -6,10 +6,10 @@
 // its own for a cast of an activation, only one per weight copied to bf16.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "tests/common/same_bits.h"
 #include "frontend/kiln.h"
 #include "runtime/executable.h"
 
@@ -32,17 +32,6 @@ Batch batch(int i) {
   std::vector<int64_t> labels;
   for (int k = 0; k < 16; ++k) labels.push_back((k * 3 + i) % 5);
   return {x, fromVector(labels, Shape{16})};
-}
-
-::testing::AssertionResult sameBits(const Tensor& a, const Tensor& b, const std::string& what) {
-  if (a.defined() != b.defined()) return ::testing::AssertionFailure() << what << ": one is undefined";
-  if (!a.defined()) return ::testing::AssertionSuccess();
-  if (a.type() != b.type()) return ::testing::AssertionFailure() << what << ": " << a.str() << " vs " << b.str();
-  const std::vector<float> x = a.to(DType::f32).toVector(), y = b.to(DType::f32).toVector();
-  for (size_t i = 0; i < x.size(); ++i)
-    if (std::memcmp(&x[i], &y[i], sizeof(float)) != 0)
-      return ::testing::AssertionFailure() << what << ": element " << i << " is " << x[i] << " vs " << y[i];
-  return ::testing::AssertionSuccess();
 }
 
 /// One step; the forward and the loss under autocast when `low` is given.
