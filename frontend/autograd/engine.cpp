@@ -60,15 +60,15 @@ void addInto(std::vector<Tensor>& buffer, int index, const Tensor& g) {
   slot = slot.defined() ? slot + g : g;
 }
 
-/// The engine: `captures` (may be empty) are sinks whose gradients go into
-/// `captured`, one per capture.
-void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& rootGrads, bool retainGraph,
-         const std::vector<Edge>& captures, std::vector<Tensor>& captured) {
+/// The engine: `captures` (may be empty) are sinks; returns the gradients
+/// that reached them, one per capture.
+std::vector<Tensor> run(const std::vector<Tensor>& roots, const std::vector<Tensor>& rootGrads, bool retainGraph,
+                        const std::vector<Edge>& captures) {
   profiler::RecordFunction range("autograd", "backward");
   std::unordered_map<Node*, std::vector<size_t>> sinks;  // node -> indices into captures
   for (size_t i = 0; i < captures.size(); ++i)
     if (captures[i].node) sinks[captures[i].node.get()].push_back(i);
-  captured.assign(captures.size(), Tensor());
+  std::vector<Tensor> captured(captures.size());
   std::unordered_map<Node*, Pending> pending;
   std::vector<std::shared_ptr<Node>> start;
   // Count dependencies over everything reachable from the roots.
@@ -143,20 +143,18 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& rootGrads,
     std::function<void()> callback = std::move(callbacks[i]);
     callback();
   }
+  return captured;
 }
 
 }  // namespace
 
 void runBackward(const std::vector<Tensor>& roots, const std::vector<Tensor>& rootGrads, bool retainGraph) {
-  std::vector<Tensor> none;
-  run(roots, rootGrads, retainGraph, {}, none);
+  run(roots, rootGrads, retainGraph, {});
 }
 
 std::vector<Tensor> runBackwardCapturing(const std::vector<Tensor>& roots, const std::vector<Tensor>& rootGrads,
                                          const std::vector<Edge>& captures) {
-  std::vector<Tensor> captured;
-  run(roots, rootGrads, /*retainGraph=*/false, captures, captured);
-  return captured;
+  return run(roots, rootGrads, /*retainGraph=*/false, captures);
 }
 
 uint64_t registerPostAccumulateGradHook(const Tensor& leaf, PostAccumulateGradHook hook) {
