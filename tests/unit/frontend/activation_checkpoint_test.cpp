@@ -282,6 +282,13 @@ TEST(ActivationCheckpoint, TheCompiledProgramRecomputesInsteadOfKeeping) {
   EXPECT_LT(ckpt, plain * 3 / 4) << "plain " << plain << " bytes, checkpointed " << ckpt;
 }
 
+TEST(ActivationCheckpoint, ABarrierNeedsAnElementToWaitFor) {
+  const Tensor x = ones({3}, DType::f32);
+  EXPECT_EQ(errorOf([&] { optimizationBarrier(x, zeros({0}, DType::f32)); }),
+            "opt_barrier: `after` f32[0]@cpu has no element");
+  EXPECT_EQ(optimizationBarrier(x, zeros({2, 2}, DType::f64)).toVector(), (std::vector<float>{1, 1, 1}));
+}
+
 TEST(ActivationCheckpoint, OnAnOpenClDevice) {
   const Device device = Device::opencl();
   std::string why;
