@@ -8,11 +8,13 @@
 # sanitizers of its own. Nor are the tests whose time goes to NVRTC (an
 # uninstrumented compiler: GpuBuild.Nvrtc*, *CudaC*) or to exhaustive float
 # sweeps (*IsCorrectlyRounded, SinAndCos: the same code as the spot tests
-# of those formulas, which do run here), about a minute of the pass; build/
+# of those formulas, which do run here), or to PoCL's compiler and launches
+# (e2e.train_transformer.opencl.*: the example's host code is the cpu
+# cases', which do run here), minutes of the pass; build/
 # runs them all (docs/testing.md, CI time). Extra arguments go to ctest, e.g.
 #   scripts/sanitize.sh -R Chain
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 KILN_SANITIZE=address,undefined scripts/setup.sh test_binaries
 exec ctest --test-dir build-asan --output-on-failure -j "${KILN_JOBS:-2}" -L '^(unit|e2e)$' \
-  -E '(GpuBuild\.Nvrtc|CudaCOf|IsCorrectlyRounded|ScalarFormulasMath\.SinAndCos$)' "$@"
+  -E '(GpuBuild\.Nvrtc|CudaCOf|IsCorrectlyRounded|ScalarFormulasMath\.SinAndCos$|train_transformer\.opencl)' "$@"
