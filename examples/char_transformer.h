@@ -69,17 +69,23 @@ inline std::vector<uint8_t> loadText(const std::string& path, int64_t seq) {
   return bytes;
 }
 
-/// Windows of seq + 1 bytes of a text, every `seq` bytes: example i is
-/// (bytes [s, s + seq), bytes [s + 1, s + seq + 1)) with s = i * seq, the
-/// input and the next byte at each position, as i64. get() reads shared
-/// const bytes only, so the loader's workers may call it at once.
+/// Windows of seq + 1 bytes of a text, every `stride` bytes: example i is
+/// (bytes [s, s + seq), bytes [s + 1, s + seq + 1)) with s = i * stride, the
+/// input and the next byte at each position, as i64. Stride 1 makes every
+/// offset an example, so a shuffled epoch reads windows at random offsets
+/// (nanoGPT's sampling, without replacement); stride seq tiles the text.
+/// get() reads shared const bytes only, so the loader's workers may call
+/// it at once.
 class TextWindows : public kiln::data::Dataset {
  public:
-  TextWindows(std::shared_ptr<const std::vector<uint8_t>> text, size_t begin, size_t end, int64_t seq)
-      : text_(std::move(text)), begin_(begin), seq_(seq),
-        count_(static_cast<int64_t>(end - begin - 1) / seq) {}
+  TextWindows(std::shared_ptr<const std::vector<uint8_t>> text, size_t begin, size_t end, int64_t seq, int64_t stride)
+      : text_(std::move(text)),
+        begin_(begin),
+        seq_(seq),
+        stride_(stride),
+        count_((static_cast<int64_t>(end - begin) - seq - 1) / stride + 1) {}
   kiln::data::Example get(int64_t index) const override {
-    const size_t start = begin_ + static_cast<size_t>(index * seq_);
+    const size_t start = begin_ + static_cast<size_t>(index * stride_);
     std::vector<int64_t> window(text_->begin() + static_cast<ptrdiff_t>(start),
                                 text_->begin() + static_cast<ptrdiff_t>(start) + seq_ + 1);
     std::vector<int64_t> input(window.begin(), window.end() - 1), next(window.begin() + 1, window.end());
@@ -90,14 +96,16 @@ class TextWindows : public kiln::data::Dataset {
  private:
   std::shared_ptr<const std::vector<uint8_t>> text_;
   size_t begin_;
-  int64_t seq_, count_;
+  int64_t seq_, stride_, count_;
 };
 
 /// One pre-norm transformer layer with causal self-attention.
 class BlockImpl : public kiln::nn::Module {
  public:
   explicit BlockImpl(const Config& c)
-      : Module("Block"), heads_(c.heads), dropout_(c.dropout),
+      : Module("Block"),
+        heads_(c.heads),
+        dropout_(c.dropout),
         ln1(registerModule("ln1", kiln::nn::LayerNorm(c.d))),
         qkv(registerModule("qkv", kiln::nn::Linear(c.d, 3 * c.d))),
         proj(registerModule("proj", kiln::nn::Linear(c.d, c.d))),
@@ -137,14 +145,14 @@ class CharTransformerImpl : public kiln::nn::Module {
  public:
   /// Parameters drawn from kiln's default generator (kiln::manualSeed).
   explicit CharTransformerImpl(const Config& c)
-      : Module("CharTransformer"), config(c),
+      : Module("CharTransformer"),
+        config(c),
         tokens(registerModule("tokens", kiln::nn::Embedding(c.vocab, c.d))),
         positions(registerModule("positions", kiln::nn::Embedding(c.seq, c.d))),
         blocks(registerModule("blocks", kiln::nn::Sequential())),
         lnF(registerModule("ln_f", kiln::nn::LayerNorm(c.d))),
         head(registerModule("head", kiln::nn::Linear(c.d, c.vocab))) {
-    KILN_CHECK(c.heads > 0 && c.d % c.heads == 0, "CharTransformer: d {} is not a multiple of heads {}", c.d,
-               c.heads);
+    KILN_CHECK(c.heads > 0 && c.d % c.heads == 0, "CharTransformer: d {} is not a multiple of heads {}", c.d, c.heads);
     for (int64_t i = 0; i < c.layers; ++i) blocks->push_back(Block(c));
     // GPT-2's N(0, 0.02) for the embeddings rather than N(0, 1).
     kiln::NoGradGuard noGrad;

@@ -14,13 +14,14 @@
 //   which continues bit for bit where the checkpoint left off;
 // - the profiler on a few steps (--profile out.json: a Chrome trace and the
 //   table of the slowest ops);
-// - a progress line with the step, loss, learning rate, tokens/s and ETA.
+// - a progress line with the step, loss, learning rate, tokens/s and ETA;
+// - at the end, the validation loss and a sample of text from the model.
 //
 //   train_transformer [--text /usr/share/common-licenses/GPL-3] [--device cpu]
-//                     [--steps 1000] [--batch 16] [--seq 128] [--d 128] [--layers 4]
+//                     [--steps 1000] [--batch 16] [--seq 128] [--stride 1] [--d 128] [--layers 4]
 //                     [--amp none|bf16|f16] [--compile] [--checkpoint-activations]
 //                     [--save-every 200] [--checkpoint-path train_transformer.safetensors]
-//                     [--resume] [--stop-at K] [--profile out.json]
+//                     [--resume] [--stop-at K] [--profile out.json] [--sample 200]
 //
 // --stop-at K ends the run after step K as an interruption would (the
 // checkpoint is written first); --resume then continues it. The schedule is
@@ -34,6 +35,7 @@
 #include <memory>
 #include <numbers>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -46,7 +48,7 @@ using Clock = std::chrono::steady_clock;
 struct Options {
   std::string text = "/usr/share/common-licenses/GPL-3";
   std::string device = "cpu";
-  int64_t steps = 1000, batch = 16, warmup = 50;
+  int64_t steps = 1000, batch = 16, warmup = 50, stride = 1;
   chargpt::Config model;
   double lr = 1e-3, weightDecay = 0.1, clip = 1.0;
   std::string amp = "none";
@@ -57,6 +59,8 @@ struct Options {
   std::string checkpointPath = "train_transformer.safetensors";
   bool resume = false;
   std::string profile;
+  int64_t sample = 200;
+  std::string prompt = "The ";
 };
 
 /// "1:02:03" or "2:03".
@@ -111,6 +115,28 @@ double evaluate(chargpt::CharTransformer& model, const std::shared_ptr<const kil
   return sum / static_cast<double>(n);
 }
 
+/// `count` bytes continuing `prompt`, each drawn from the model's softmax
+/// over the last seq bytes (temperature 0.8) with a seeded engine.
+std::string sample(chargpt::CharTransformer& model, const Options& o, kiln::Device device) {
+  kiln::NoGradGuard noGrad;
+  model->eval();
+  std::string text = o.prompt.empty() ? std::string("\n") : o.prompt;
+  std::mt19937_64 engine(o.seed);
+  for (int64_t i = 0; i < o.sample; ++i) {
+    const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(text.size()) - o.model.seq);
+    std::vector<int64_t> context;
+    for (size_t j = static_cast<size_t>(start); j < text.size(); ++j) context.push_back(static_cast<uint8_t>(text[j]));
+    const auto t = static_cast<int64_t>(context.size());
+    const kiln::Tensor logits = model->forward(kiln::fromVector(context, {1, t}, device));
+    const kiln::Tensor probabilities = kiln::softmax(logits.select(1, t - 1).squeeze(0) / 0.8, -1);
+    const std::vector<float> p = probabilities.to(kiln::Device::cpu()).toVector<float>();
+    std::discrete_distribution<int> next(p.begin(), p.end());
+    text += static_cast<char>(next(engine));
+  }
+  model->train();
+  return text;
+}
+
 int train(const Options& o) {
   const kiln::Device device = kiln::Device::parse(o.device);
   std::string why;
@@ -124,8 +150,8 @@ int train(const Options& o) {
   // The text: 90% to train on, the last 10% to validate.
   auto text = std::make_shared<const std::vector<uint8_t>>(chargpt::loadText(o.text, o.model.seq));
   const size_t split = text->size() * 9 / 10;
-  auto trainSet = std::make_shared<chargpt::TextWindows>(text, 0, split, o.model.seq);
-  auto valSet = std::make_shared<chargpt::TextWindows>(text, split, text->size(), o.model.seq);
+  auto trainSet = std::make_shared<chargpt::TextWindows>(text, 0, split, o.model.seq, o.stride);
+  auto valSet = std::make_shared<chargpt::TextWindows>(text, split, text->size(), o.model.seq, o.model.seq);
   kiln::data::DataLoader loader(trainSet, {.batchSize = o.batch,
                                            .shuffle = true,
                                            .numWorkers = o.workers,
@@ -134,8 +160,8 @@ int train(const Options& o) {
                                            .dropLast = true,
                                            .seed = o.seed});
   const int64_t perEpoch = loader.size();
-  KILN_CHECK(perEpoch > 0, "train_transformer: {} training windows of {} bytes make no batch of {}",
-             trainSet->size(), o.model.seq + 1, o.batch);
+  KILN_CHECK(perEpoch > 0, "train_transformer: {} training windows of {} bytes make no batch of {}", trainSet->size(),
+             o.model.seq + 1, o.batch);
 
   // The model is made on the CPU from the seed, then moved: the same
   // weights on every device.
@@ -152,17 +178,17 @@ int train(const Options& o) {
   WarmupCosine schedule(optimizer, o.warmup, o.steps);
   // Loss scaling only for f16, whose range needs it (bf16 has f32's).
   kiln::amp::GradScaler scaler({.enabled = low == kiln::DType::f16});
-  kiln::TrainingCheckpoint state{model.ptr().get(), &optimizer, &schedule, &scaler,
-                                 {{"default", kiln::defaultGenerator()}}};
+  kiln::TrainingCheckpoint state{
+      model.ptr().get(), &optimizer, &schedule, &scaler, {{"default", kiln::defaultGenerator()}}};
   if (o.resume) {
     kiln::loadCheckpoint(o.checkpointPath, state);
     std::printf("resumed from %s at step %lld\n", o.checkpointPath.c_str(), static_cast<long long>(state.step));
   }
   std::printf("%s on %s: %lld parameters, %zu bytes of text (%lld batches of %lld x %lld per epoch)%s%s%s\n",
               o.text.c_str(), device.str().c_str(), static_cast<long long>(parameterCount), text->size(),
-              static_cast<long long>(perEpoch), static_cast<long long>(o.batch),
-              static_cast<long long>(o.model.seq), low ? (", autocast " + o.amp).c_str() : "",
-              o.compile ? ", compiled" : "", o.model.checkpoint ? ", activation checkpointing" : "");
+              static_cast<long long>(perEpoch), static_cast<long long>(o.batch), static_cast<long long>(o.model.seq),
+              low ? (", autocast " + o.amp).c_str() : "", o.compile ? ", compiled" : "",
+              o.model.checkpoint ? ", activation checkpointing" : "");
 
   // Forward and backward (compiled with --compile); the loss is multiplied
   // by the scaler's scale, passed in as a tensor so that a compiled program
@@ -208,22 +234,18 @@ int train(const Options& o) {
     kiln::saveCheckpoint(o.checkpointPath, state);
   };
   while (stepNo < last) {
-    // The loader's epoch and the batches to skip follow from the step, so a
-    // resumed run reads the batches the uninterrupted run would have.
-    const int64_t epoch = stepNo / perEpoch;
-    int64_t skip = stepNo % perEpoch;
-    loader.setEpoch(static_cast<uint64_t>(epoch));
+    // The loader's epoch and the batch to start at follow from the step, so
+    // a resumed run reads the batches the uninterrupted run reads (and
+    // loads none of the ones before).
+    loader.setEpoch(static_cast<uint64_t>(stepNo / perEpoch), stepNo % perEpoch);
     for (kiln::data::Batch& batch : kiln::data::DevicePrefetcher(loader, device)) {
-      if (skip > 0) {
-        --skip;
-        continue;
-      }
       const kiln::Tensor scale = kiln::full({}, scaler.getScale(), kiln::DType::f32, device);
       const kiln::Tensor loss = step(batch.data(), batch.target(), scale);
       scaler.unscale_(optimizer);  // the real gradients, to clip
       kiln::nn::utils::clipGradNorm_(model->parameters(), o.clip);
       scaler.step(optimizer);  // skipped when a gradient is inf or NaN
       scaler.update();
+      const double lr = schedule.lastLr()[0];  // this step's
       schedule.step();
       ++stepNo;
       ++stepsSince;
@@ -236,8 +258,7 @@ int train(const Options& o) {
         const double now = seconds / static_cast<double>(stepsSince);
         secondsPerStep = secondsPerStep == 0 ? now : 0.7 * secondsPerStep + 0.3 * now;
         std::printf("step %5lld/%lld  loss %.4f  lr %.2e  %8.0f tokens/s  ETA %s\n", static_cast<long long>(stepNo),
-                    static_cast<long long>(o.steps), lossSum / static_cast<double>(lossCount),
-                    schedule.lastLr()[0],
+                    static_cast<long long>(o.steps), lossSum / static_cast<double>(lossCount), lr,
                     static_cast<double>(tokensPerStep) / now,
                     duration(secondsPerStep * static_cast<double>(o.steps - stepNo)).c_str());
         std::fflush(stdout);
@@ -259,6 +280,7 @@ int train(const Options& o) {
   }
   std::printf("validation loss %.6f after %lld steps\n", evaluate(model, valSet, o, device, low),
               static_cast<long long>(stepNo));
+  if (o.sample > 0) std::printf("sample:\n%s\n", sample(model, o, device).c_str());
   return 0;
 }
 
@@ -274,6 +296,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--batch", o.batch, "windows per step")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--seq", o.model.seq, "context length in bytes")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--stride", o.stride, "bytes between the starts of training windows (1: every offset)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--d", o.model.d, "model width")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--heads", o.model.heads, "attention heads")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--layers", o.model.layers, "transformer layers")->check(CLI::PositiveNumber)->capture_default_str();
@@ -284,15 +309,21 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", o.warmup, "steps of linear warmup before the cosine decay")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--clip", o.clip, "clip the gradients' norm to this")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--clip", o.clip, "clip the gradients' norm to this")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--amp", o.amp, "mixed precision: none, bf16 or f16 (f16 with loss scaling)")
       ->check(CLI::IsMember({"none", "bf16", "f16"}))
       ->capture_default_str();
   app.add_flag("--compile", o.compile, "kiln::compile the forward and backward");
   app.add_flag("--checkpoint-activations", o.model.checkpoint, "recompute each layer in backward (kiln::checkpoint)");
-  app.add_option("--workers", o.workers, "DataLoader worker threads")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--workers", o.workers, "DataLoader worker threads")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--seed", o.seed, "seeds the weights, the shuffle and dropout")->capture_default_str();
-  app.add_option("--log-every", o.logEvery, "steps per progress line")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--log-every", o.logEvery, "steps per progress line")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--save-every", o.saveEvery, "steps between checkpoints (0: only at the end)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
@@ -300,6 +331,10 @@ int main(int argc, char** argv) {
   app.add_flag("--resume", o.resume, "continue from --checkpoint-path");
   app.add_option("--stop-at", o.stopAt, "stop after this step, as an interruption would")->check(CLI::PositiveNumber);
   app.add_option("--profile", o.profile, "profile steps 3-5 into this Chrome trace");
+  app.add_option("--sample", o.sample, "bytes to generate after training (0: none)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--prompt", o.prompt, "the text the sample continues")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (o.resume && !std::filesystem::exists(o.checkpointPath)) {
     std::fprintf(stderr, "train_transformer: --resume: no checkpoint at %s\n", o.checkpointPath.c_str());

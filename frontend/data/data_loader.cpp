@@ -2,6 +2,8 @@
 // the iterator; the threads and the ordering are in epoch_run.cpp.
 #include "frontend/data/data_loader.h"
 
+#include <utility>
+
 #include "frontend/data/epoch_run.h"
 #include "runtime/error.h"
 
@@ -70,6 +72,15 @@ void DataLoader::setCollate(CollateFn collate) {
   state_->source = std::move(source);
 }
 
+namespace {
+/// The batches of epoch `epoch` of a map-style source.
+int64_t batchCount(const detail::LoaderSource& s, uint64_t epoch) {
+  const int64_t n = static_cast<int64_t>(s.sampler->indices(epoch).size());
+  const int64_t b = s.options.batchSize;
+  return s.options.dropLast ? n / b : (n + b - 1) / b;
+}
+}  // namespace
+
 DataLoader::Iterator DataLoader::begin() {
   // One epoch at a time: the workers (and an iterable's stream) are shared.
   if (auto previous = state_->running.lock()) previous->finish();
@@ -83,21 +94,31 @@ DataLoader::Iterator DataLoader::begin() {
       pool = std::make_shared<detail::WorkerPool>(o.numWorkers);
     }
   }
-  auto run = std::make_shared<detail::EpochRun>(state_->source, state_->epoch++, std::move(pool));
+  auto run = std::make_shared<detail::EpochRun>(state_->source, state_->epoch++, std::move(pool),
+                                                std::exchange(state_->startBatch, 0));
   state_->running = run;
   return Iterator(std::move(run));
 }
 
-void DataLoader::setEpoch(uint64_t epoch) { state_->epoch = epoch; }
+void DataLoader::setEpoch(uint64_t epoch, int64_t startBatch) {
+  if (startBatch != 0) {
+    KILN_CHECK(state_->source->dataset != nullptr,
+               "DataLoader::setEpoch: an iterable data set cannot start at batch {}: its batches are read in order",
+               startBatch);
+    const int64_t batches = batchCount(*state_->source, epoch);
+    KILN_CHECK(startBatch >= 0 && startBatch <= batches,
+               "DataLoader::setEpoch: start batch {} of epoch {}, which has {} batches", startBatch, epoch, batches);
+  }
+  state_->epoch = epoch;
+  state_->startBatch = startBatch;
+}
 
 uint64_t DataLoader::epoch() const { return state_->epoch; }
 
 int64_t DataLoader::size() const {
-  const detail::LoaderSource& s = *state_->source;
-  KILN_CHECK(s.dataset != nullptr, "DataLoader::size: an iterable data set has no known number of batches");
-  const int64_t n = static_cast<int64_t>(s.sampler->indices(state_->epoch).size());
-  const int64_t b = s.options.batchSize;
-  return s.options.dropLast ? n / b : (n + b - 1) / b;
+  KILN_CHECK(state_->source->dataset != nullptr,
+             "DataLoader::size: an iterable data set has no known number of batches");
+  return batchCount(*state_->source, state_->epoch);
 }
 
 const DataLoaderOptions& DataLoader::options() const { return state_->source->options; }

@@ -9,7 +9,8 @@
 //     for (data::Batch& batch : loader) step(batch.data(), batch.target());
 //
 // Each range-for is one epoch; the loader counts epochs (setEpoch to choose
-// one), and a shuffled epoch's order is seeded by seed + epoch.
+// one, and where in it to start), and a shuffled epoch's order is seeded by
+// seed + epoch.
 //
 // Note [Loader order does not depend on the workers]
 // Batch i of an epoch holds the same examples, and is delivered i-th, for
@@ -130,8 +131,14 @@ class DataLoader {
   Iterator begin();
   std::default_sentinel_t end() const { return {}; }
 
-  /// The epoch the next begin() reads; begin() moves it on by one.
-  void setEpoch(uint64_t epoch);
+  /// The epoch the next begin() reads; begin() moves it on by one. With
+  /// startBatch > 0 that epoch starts at its batch startBatch and the
+  /// batches before it are not loaded: resuming mid-epoch from a
+  /// checkpoint, as torchdata's StatefulDataLoader does (batch i is still
+  /// the epoch's batch i, and workerInfo()->batch says i). The epoch after
+  /// it starts at 0. kiln::Error for startBatch past size(), and for an
+  /// iterable data set, whose batches can only be read in order.
+  void setEpoch(uint64_t epoch, int64_t startBatch = 0);
   uint64_t epoch() const;
   /// Batches per epoch; an error for an iterable data set, whose length is unknown.
   int64_t size() const;

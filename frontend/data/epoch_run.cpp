@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <exception>
 
 #include "runtime/error.h"
@@ -84,11 +85,15 @@ void WorkerPool::loop(int id) {
   }
 }
 
-EpochRun::EpochRun(std::shared_ptr<const LoaderSource> source, uint64_t epoch, std::shared_ptr<WorkerPool> pool)
+EpochRun::EpochRun(std::shared_ptr<const LoaderSource> source, uint64_t epoch, std::shared_ptr<WorkerPool> pool,
+                   int64_t startBatch)
     : source_(std::move(source)), epoch_(epoch), pool_(std::move(pool)) {
   const DataLoaderOptions& o = source_->options;
   if (source_->dataset) {
     batches_ = BatchSampler(source_->sampler, o.batchSize, o.dropLast).batches(epoch);
+    // Batches before startBatch count as claimed and delivered: nothing
+    // loads them, and the rest keep their numbers.
+    claimed_ = delivered_ = std::min<int64_t>(startBatch, static_cast<int64_t>(batches_.size()));
   } else {
     source_->iterable->reset();
   }

@@ -64,7 +64,9 @@ class WorkerPool {
 class EpochRun {
  public:
   /// With `pool` null the consumer loads each batch itself (numWorkers 0).
-  EpochRun(std::shared_ptr<const LoaderSource> source, uint64_t epoch, std::shared_ptr<WorkerPool> pool);
+  /// A map-style epoch begins at batch `startBatch` (DataLoader::setEpoch).
+  EpochRun(std::shared_ptr<const LoaderSource> source, uint64_t epoch, std::shared_ptr<WorkerPool> pool,
+           int64_t startBatch = 0);
   /// finish(), then lets go of the pool (joining it if this run owned it).
   ~EpochRun();
   EpochRun(const EpochRun&) = delete;
@@ -121,6 +123,7 @@ class EpochRun {
 struct LoaderState {
   std::shared_ptr<LoaderSource> source;
   uint64_t epoch = 0;
+  int64_t startBatch = 0;  ///< where the next epoch begins (setEpoch)
   std::shared_ptr<WorkerPool> persistentPool;  ///< with persistentWorkers, made at the first epoch
   std::weak_ptr<EpochRun> running;             ///< the epoch begun last
 };

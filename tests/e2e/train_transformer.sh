@@ -21,7 +21,7 @@ fail() {
 }
 rm -rf "$dir" && mkdir -p "$dir"
 # 90% of 35 KB in windows of 65 bytes: 486 windows, 7 batches of 64.
-common=(--seq 64 --batch 64 --d 32 --heads 2 --layers 2 --steps 16 --warmup 3 --lr 5e-3 --log-every 1
+common=(--seq 64 --stride 64 --batch 64 --d 32 --heads 2 --layers 2 --steps 16 --warmup 3 --lr 5e-3 --log-every 1
   --save-every 5 --workers 2 --checkpoint-activations "$@")
 
 run() {

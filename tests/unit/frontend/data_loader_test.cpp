@@ -3,8 +3,10 @@
 // iterable data sets (frontend/data/data_loader.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <numeric>
 #include <thread>
 
@@ -269,6 +271,62 @@ class Counting : public IterableDataset {
   int64_t size_;
   int64_t at_ = 0;
 };
+
+TEST(DataLoader, AnEpochStartedMidwayLoadsOnlyTheRestWithTheirBatchNumbers) {
+  // Which examples were loaded, and the batch number each transform saw.
+  std::mutex mutex;
+  std::vector<int64_t> loaded;
+  auto dataset = std::make_shared<NumberDataset>(20, [&](int64_t i) {
+    std::lock_guard lock(mutex);
+    loaded.push_back(i);
+  });
+  auto numbered = map(dataset, [](Example e) {
+    e.tensors.push_back(fromVector(std::vector<int64_t>{workerInfo()->batch}, {}, Device::cpu()));
+    return e;
+  });
+  for (int workers : {0, 2}) {
+    DataLoader loader(numbered, {.batchSize = 3, .shuffle = true, .numWorkers = workers, .seed = 5});
+    loader.setEpoch(4);
+    const auto whole = labelsOf(loader);  // epoch 4 from its start: 7 batches, the last of 2
+    ASSERT_EQ(whole.size(), 7u);
+    loaded.clear();
+    loader.setEpoch(4, 5);
+    std::vector<std::vector<int64_t>> rest;
+    std::vector<int64_t> numbers;
+    for (Batch& b : loader) {
+      rest.push_back(b.target().toVector<int64_t>());
+      numbers.push_back(b.tensors[2].toVector<int64_t>()[0]);
+    }
+    EXPECT_EQ(rest, std::vector<std::vector<int64_t>>(whole.begin() + 5, whole.end())) << workers << " workers";
+    EXPECT_EQ(numbers, (std::vector<int64_t>{5, 6})) << "batches keep their numbers in the epoch";
+    std::vector<int64_t> expected;
+    for (const auto& batch : rest) expected.insert(expected.end(), batch.begin(), batch.end());
+    std::sort(loaded.begin(), loaded.end());
+    std::sort(expected.begin(), expected.end());
+    EXPECT_EQ(loaded, expected) << "the skipped batches are not loaded (" << workers << " workers)";
+    EXPECT_EQ(loader.epoch(), 5u);
+    EXPECT_EQ(labelsOf(loader).size(), 7u) << "the next epoch starts at its first batch";
+    loader.setEpoch(4, 7);
+    EXPECT_TRUE(labelsOf(loader).empty()) << "starting at the end reads nothing";
+  }
+  DataLoader loader(dataset, {.batchSize = 3});
+  loader.setEpoch(1, 2);
+  EXPECT_THROW(
+      {
+        try {
+          loader.setEpoch(3, 8);
+        } catch (const Error& e) {
+          EXPECT_STREQ(e.what(), "DataLoader::setEpoch: start batch 8 of epoch 3, which has 7 batches");
+          throw;
+        }
+      },
+      Error);
+  EXPECT_EQ(loader.epoch(), 1u) << "a refused setEpoch changes nothing";
+  EXPECT_EQ(labelsOf(loader).front(), (std::vector<int64_t>{6, 7, 8})) << "and keeps the start it had";
+  EXPECT_THROW(loader.setEpoch(0, -1), Error);
+  DataLoader stream(std::make_shared<Counting>(10), {.batchSize = 2});
+  EXPECT_THROW(stream.setEpoch(0, 1), Error);
+}
 
 TEST(DataLoader, IterableDatasetsAreReadInOrderByAnyNumberOfWorkers) {
   for (int workers : {0, 1, 2, 3}) {
