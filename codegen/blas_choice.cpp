@@ -22,6 +22,13 @@
 //   could differ between them: OpenBLAS, unmeasured.
 // - A build without oneDNN has only OpenBLAS.
 //
+// The same mechanism (chooseByMeasurement) makes a second choice: whether
+// bf16 products convert to f32 for the library above or run on oneDNN's
+// bf16 matmul primitive (Note [Native bf16 products] in
+// runtime/onednn_matmul.cpp; KILN_BF16_MATMUL=f32 or onednn forces it;
+// runtime::timeHalfMatmul on the same shapes in bf16), measured after the
+// f32 library is set and kept under a key naming it.
+//
 // The choice is applied before the CPU target's first library call is
 // lowered (CpuTarget::libraries()), and kiln-bench and kiln-env report it.
 // f64 products always run OpenBLAS's dgemm (oneDNN has no f64 GEMM).
@@ -35,6 +42,8 @@
 #include <cstdlib>
 #include <sstream>
 #include <string_view>
+#include <tuple>
+#include <utility>
 
 #include "codegen/cpu_compiler.h"
 #include "runtime/determinism.h"
@@ -62,40 +71,70 @@ class FileLock {
   int fd_;
 };
 
-std::string describe(double openblasMs, double onednnMs) {
-  return fmt::format("measured on this machine: OpenBLAS {:.1f} ms, oneDNN {:.1f} ms", openblasMs, onednnMs);
+/// Two ways of doing one thing, chosen by measurement: the first is the
+/// default (always available, taken unmeasured), the second is oneDNN's.
+struct TwoWays {
+  const char* variable;        ///< the environment variable that forces one ("KILN_BLAS")
+  std::string_view names[2];   ///< its values ("openblas", "onednn")
+  std::string_view labels[2];  ///< for `how` ("OpenBLAS", "oneDNN")
+  const char* lockName;        ///< the lock file in the cache directory
+};
+
+/// The choice for `setting` (nullptr: unset): {whether the second way won,
+/// how it was chosen}.
+std::pair<bool, std::string> chooseByMeasurement(const TwoWays& w, const char* setting, DiskCache& cache,
+                                                 const std::string& key, const std::function<double(bool)>& measure) {
+  const std::string_view s = setting ? setting : "";
+  if (s == w.names[0] || s == w.names[1]) {
+    const bool second = s == w.names[1];
+    KILN_CHECK(!second || runtime::haveOneDnn(),
+               "{}={}, but oneDNN was not found when kiln was built (Debian libdnnl-dev)", w.variable, s);
+    return {second, fmt::format("{}={}", w.variable, s)};
+  }
+  KILN_CHECK(s.empty() || s == "auto", "{} must be {}, {} or auto (measure), got '{}'", w.variable, w.names[0],
+             w.names[1], s);
+  if (!runtime::haveOneDnn()) return {false, fmt::format("the only way in this build (no oneDNN): {}", w.labels[0])};
+  if (!cache.enabled())
+    return {false, fmt::format("{}, unmeasured: the disk cache that keeps the measurement is off", w.labels[0])};
+  std::optional<FileLock> lock;
+  std::error_code ignored;
+  std::filesystem::create_directories(cache.directory(), ignored);
+  lock.emplace(cache.directory() / w.lockName);
+  double firstMs = 0, secondMs = 0;
+  std::string when = " (kept in the disk cache)";
+  const std::optional<std::string> kept = cache.load(key);
+  std::istringstream in(kept.value_or(""));
+  if (!(kept && in >> firstMs >> secondMs && firstMs > 0 && secondMs > 0)) {
+    firstMs = measure(false);
+    secondMs = measure(true);
+    cache.store(key, fmt::format("{} {}", firstMs, secondMs));
+    when = " (now)";
+  }
+  return {secondMs < firstMs, fmt::format("measured on this machine: {} {:.1f} ms, {} {:.1f} ms{}", w.labels[0],
+                                          firstMs, w.labels[1], secondMs, when)};
 }
+
+constexpr TwoWays kBlasWays{"KILN_BLAS", {"openblas", "onednn"}, {"OpenBLAS", "oneDNN"}, "blas-choice.lock"};
+constexpr TwoWays kBf16Ways{
+    "KILN_BF16_MATMUL", {"f32", "onednn"}, {"via f32", "oneDNN bf16"}, "bf16-matmul-choice.lock"};
 }  // namespace
 
 BlasChoice chooseBlas(const char* setting, DiskCache& cache, const std::string& key,
                       const std::function<double(BlasLibrary)>& measure) {
-  const std::string_view s = setting ? setting : "";
-  if (s == "openblas" || s == "onednn") {
-    const BlasLibrary library = s == "onednn" ? BlasLibrary::onednn : BlasLibrary::openblas;
-    KILN_CHECK(library == BlasLibrary::openblas || runtime::haveOneDnn(),
-               "KILN_BLAS=onednn, but oneDNN was not found when kiln was built (Debian libdnnl-dev)");
-    return {library, fmt::format("KILN_BLAS={}", s)};
-  }
-  KILN_CHECK(s.empty() || s == "auto", "KILN_BLAS must be openblas, onednn or auto (measure), got '{}'", s);
-  if (!runtime::haveOneDnn()) return {BlasLibrary::openblas, "the only CPU BLAS in this build (no oneDNN)"};
-  if (!cache.enabled())
-    return {BlasLibrary::openblas, "OpenBLAS, unmeasured: the disk cache that keeps the measurement is off"};
-  std::optional<FileLock> lock;
-  std::error_code ignored;
-  std::filesystem::create_directories(cache.directory(), ignored);
-  lock.emplace(cache.directory() / "blas-choice.lock");
-  double openblasMs = 0, onednnMs = 0;
-  std::string when = " (kept in the disk cache)";
-  const std::optional<std::string> kept = cache.load(key);
-  std::istringstream in(kept.value_or(""));
-  if (!(kept && in >> openblasMs >> onednnMs && openblasMs > 0 && onednnMs > 0)) {
-    openblasMs = measure(BlasLibrary::openblas);
-    onednnMs = measure(BlasLibrary::onednn);
-    cache.store(key, fmt::format("{} {}", openblasMs, onednnMs));
-    when = " (now)";
-  }
-  const BlasLibrary library = onednnMs < openblasMs ? BlasLibrary::onednn : BlasLibrary::openblas;
-  return {library, describe(openblasMs, onednnMs) + when};
+  auto [second, how] = chooseByMeasurement(kBlasWays, setting, cache, key, [&](bool onednn) {
+    return measure(onednn ? BlasLibrary::onednn : BlasLibrary::openblas);
+  });
+  if (how.rfind("the only way", 0) == 0) how = "the only CPU BLAS in this build (no oneDNN)";
+  return {second ? BlasLibrary::onednn : BlasLibrary::openblas, std::move(how), runtime::HalfMatmul::viaF32, {}};
+}
+
+std::pair<runtime::HalfMatmul, std::string> chooseHalfMatmul(
+    const char* setting, DiskCache& cache, const std::string& key,
+    const std::function<double(runtime::HalfMatmul)>& measure) {
+  auto [second, how] = chooseByMeasurement(kBf16Ways, setting, cache, key, [&](bool onednn) {
+    return measure(onednn ? runtime::HalfMatmul::onednn : runtime::HalfMatmul::viaF32);
+  });
+  return {second ? runtime::HalfMatmul::onednn : runtime::HalfMatmul::viaF32, std::move(how)};
 }
 
 const BlasChoice& cpuBlasChoice() {
@@ -104,19 +143,27 @@ const BlasChoice& cpuBlasChoice() {
   const char* setting = std::getenv("KILN_BLAS");
   if (runtime::deterministic() && (!setting || std::string_view(setting) == "auto" || !*setting)) {
     static const BlasChoice pinned{runtime::BlasLibrary::openblas,
-                                   "kiln::setDeterministic(true): OpenBLAS, not measured"};
+                                   "kiln::setDeterministic(true): OpenBLAS, not measured", runtime::HalfMatmul::viaF32,
+                                   "kiln::setDeterministic(true): via f32, not measured"};
     runtime::setBlasLibrary(pinned.library);
+    runtime::setHalfMatmul(pinned.halfMatmul);
     return pinned;
   }
   static const BlasChoice choice = [] {
-    const std::string key = fmt::format("blas-choice/v1/{}/{}/onednn {}", cpuTargetDescription(),
-                                        runtime::blasInfo(), runtime::oneDnnVersion());
+    const std::string key = fmt::format("blas-choice/v1/{}/{}/onednn {}", cpuTargetDescription(), runtime::blasInfo(),
+                                        runtime::oneDnnVersion());
     // A cache of its own on the environment's directory, not the process's
     // instance: kiln-bench makes the choice in the user's cache before it
     // points the kernel cache at a private one.
     DiskCache cache(DiskCache::defaultDirectory());
     BlasChoice c = chooseBlas(std::getenv("KILN_BLAS"), cache, key, &runtime::timeBlasLibrary);
     runtime::setBlasLibrary(c.library);
+    // bf16 products after the f32 library is set: converting uses it.
+    const std::string bf16Key = fmt::format("bf16-matmul-choice/v1/{}/{}/onednn {}", cpuTargetDescription(),
+                                            runtime::blasInfo(), runtime::oneDnnVersion());
+    std::tie(c.halfMatmul, c.halfHow) =
+        chooseHalfMatmul(std::getenv("KILN_BF16_MATMUL"), cache, bf16Key, &runtime::timeHalfMatmul);
+    runtime::setHalfMatmul(c.halfMatmul);
     return c;
   }();
   return choice;

@@ -1,10 +1,12 @@
-// Which CPU BLAS multiplies f32 on this machine: OpenBLAS or oneDNN,
-// chosen by measurement once per machine (Note [Choosing the BLAS] in
+// Which CPU BLAS multiplies f32 on this machine (OpenBLAS or oneDNN), and
+// whether bf16 products convert to f32 or run on oneDNN's bf16 matmul,
+// each chosen by measurement once per machine (Note [Choosing the BLAS] in
 // codegen/blas_choice.cpp), before the CPU target's first matmul.
 #pragma once
 
 #include <functional>
 #include <string>
+#include <utility>
 
 #include "codegen/disk_cache.h"
 #include "runtime/blas.h"
@@ -16,6 +18,11 @@ struct BlasChoice {
   /// How it was chosen, for the tools: "KILN_BLAS=onednn", "measured on this
   /// machine: OpenBLAS 41.3 ms, oneDNN 38.0 ms", ...
   std::string how;
+  /// How bf16 products multiply (Note [Native bf16 products] in
+  /// runtime/onednn_matmul.cpp), chosen the same way (KILN_BF16_MATMUL=f32
+  /// or onednn forces it), and how.
+  runtime::HalfMatmul halfMatmul = runtime::HalfMatmul::viaF32;
+  std::string halfHow;
 };
 
 /// The process's choice, made on the first call and given to the runtime
@@ -32,5 +39,9 @@ const BlasChoice& cpuBlasChoice();
 /// (nothing would keep it) and takes OpenBLAS.
 BlasChoice chooseBlas(const char* setting, DiskCache& cache, const std::string& key,
                       const std::function<double(runtime::BlasLibrary)>& measure);
+/// The same for bf16 products and KILN_BF16_MATMUL's value `setting`.
+std::pair<runtime::HalfMatmul, std::string> chooseHalfMatmul(const char* setting, DiskCache& cache,
+                                                             const std::string& key,
+                                                             const std::function<double(runtime::HalfMatmul)>& measure);
 
 }  // namespace kiln::codegen

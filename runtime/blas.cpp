@@ -31,7 +31,6 @@
 #include "runtime/blas.h"
 
 #include <cblas.h>
-#include <dlfcn.h>
 #ifdef KILN_HAVE_ONEDNN
 #include <oneapi/dnnl/dnnl.h>
 #endif
@@ -45,6 +44,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string_view>
@@ -53,6 +53,7 @@
 #include "runtime/error.h"
 #include "runtime/executable.h"
 #include "runtime/numeric.h"
+#include "runtime/onednn_matmul.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::runtime {
@@ -174,27 +175,17 @@ struct Block {
 CBLAS_TRANSPOSE flag(BlasLayout l) { return l.transposed ? CblasTrans : CblasNoTrans; }
 
 std::atomic<BlasLibrary> gLibrary{BlasLibrary::openblas};
+std::atomic<HalfMatmul> gHalf{HalfMatmul::viaF32};
+
+/// The OpenMP team a oneDNN call may use: one thread, as kiln's pool splits
+/// the work, unless BLAS threading gives the cores to the library.
+int oneDnnThreads() { return blasThreading() == BlasThreading::blas ? ThreadPool::instance().numThreads() : 1; }
 
 #ifdef KILN_HAVE_ONEDNN
-/// oneDNN's sgemm runs on OpenMP threads; kiln's pool (or the calling
-/// thread, with KILN_BLAS_THREADING=blas) already is the parallelism, so
-/// each thread that calls it sets its own OpenMP team to `threads` first
-/// (omp_set_num_threads is per thread; found in the process, where
-/// libdnnl's libgomp put it, so that kiln does not build with -fopenmp).
-void ompThreadsForThisThread(int threads) {
-  thread_local int set = 0;
-  if (set == threads) return;
-  using SetFn = void (*)(int);
-  static const auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
-  if (fn) fn(threads);
-  set = threads;
-}
-
 void oneDnnSgemm(const Block& x, const float* a, BlasLayout la, const float* b, BlasLayout lb, float* c) {
-  ompThreadsForThisThread(blasThreading() == BlasThreading::blas ? ThreadPool::instance().numThreads() : 1);
-  const dnnl_status_t status =
-      dnnl_sgemm(la.transposed ? 'T' : 'N', lb.transposed ? 'T' : 'N', x.m, x.n, x.k, 1.0f, a, la.ld, b, lb.ld, 0.0f, c,
-                 x.ldc);
+  detail::ompThreadsForThisThread(oneDnnThreads());
+  const dnnl_status_t status = dnnl_sgemm(la.transposed ? 'T' : 'N', lb.transposed ? 'T' : 'N', x.m, x.n, x.k, 1.0f, a,
+                                          la.ld, b, lb.ld, 0.0f, c, x.ldc);
   KILN_CHECK(status == dnnl_success, "matmul: oneDNN's sgemm failed with status {} for [{}, {}] · [{}, {}]",
              static_cast<int>(status), x.m, x.k, x.k, x.n);
 }
@@ -278,6 +269,10 @@ BlasLayout halfToF32(const H* src, int64_t rows, int64_t cols, int64_t rowStride
 /// f16 and bf16: both operands to f32, sgemm, one rounding per result.
 template <typename H>
 void halfBlock(const Block& x) {
+  if constexpr (std::is_same_v<H, BFloat16>)
+    if (gHalf.load(std::memory_order_relaxed) == HalfMatmul::onednn &&
+        detail::oneDnnBf16Matmul(x.a, x.ars, x.acs, x.b, x.brs, x.bcs, x.c, x.ldc, x.m, x.n, x.k, oneDnnThreads()))
+      return;
   // Per-thread scratch, kept between calls: fresh vectors of a few MiB
   // each call were mapped and page-faulted again every time.
   thread_local std::vector<float> a, b, c;
@@ -348,30 +343,61 @@ void setBlasLibrary(BlasLibrary library) {
   gLibrary.store(library, std::memory_order_relaxed);
 }
 
-double timeBlasLibrary(BlasLibrary library) {
-  KILN_CHECK(library == BlasLibrary::openblas || haveOneDnn(),
-             "matmul: oneDNN was not found when kiln was built (Debian libdnnl-dev)");
-  // [M, N, K] of x·wᵀ: the MLP's first layer, the transformer block's QKV
-  // projection and MLP, and a small square product.
+namespace {
+/// Milliseconds `product` takes for each [M, N, K] of x·wᵀ below (the
+/// median of 3 calls after one), summed: the MLP's first layer, the
+/// transformer block's QKV projection and MLP, and a small square product.
+/// `product` gets the block and the operands' element size.
+double timeProducts(size_t elementSize, const std::function<void(const Block&)>& product) {
   constexpr int64_t kShapes[][3] = {{256, 1024, 784}, {512, 1536, 512}, {512, 2048, 512}, {128, 128, 128}};
-  const BlasLibrary before = gLibrary.exchange(library);
   double total = 0;
   for (const auto& [m, n, k] : kShapes) {
-    std::vector<float> a(static_cast<size_t>(m * k), 0.5f), w(static_cast<size_t>(n * k), 0.25f);
-    std::vector<float> c(static_cast<size_t>(m * n));
+    // Bytes of 0x3e80: 0.25 as f32's high half and as bf16.
+    std::vector<uint16_t> a(static_cast<size_t>(m * k) * elementSize / 2, 0x3e80);
+    std::vector<uint16_t> w(static_cast<size_t>(n * k) * elementSize / 2, 0x3e80);
+    std::vector<uint16_t> c(static_cast<size_t>(m * n) * elementSize / 2);
     const Block x{a.data(), k, 1, w.data(), 1, k, c.data(), n, m, n, k};
     std::vector<double> ms;
     for (int run = 0; run < 4; ++run) {
       const auto t0 = std::chrono::steady_clock::now();
-      gemm(x, a.data(), BlasLayout{false, k}, w.data(), BlasLayout{true, k}, c.data());
+      product(x);
       const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - t0;
       if (run > 0) ms.push_back(took.count());
     }
     std::sort(ms.begin(), ms.end());
     total += ms[ms.size() / 2];
   }
-  gLibrary.store(before);
   return total;
+}
+}  // namespace
+
+double timeBlasLibrary(BlasLibrary library) {
+  KILN_CHECK(library == BlasLibrary::openblas || haveOneDnn(),
+             "matmul: oneDNN was not found when kiln was built (Debian libdnnl-dev)");
+  const BlasLibrary before = gLibrary.exchange(library);
+  const double ms = timeProducts(sizeof(float), [](const Block& x) {
+    gemm(x, static_cast<const float*>(x.a), BlasLayout{false, x.k}, static_cast<const float*>(x.b),
+         BlasLayout{true, x.k}, static_cast<float*>(x.c));
+  });
+  gLibrary.store(before);
+  return ms;
+}
+
+HalfMatmul halfMatmul() { return gHalf.load(std::memory_order_relaxed); }
+
+void setHalfMatmul(HalfMatmul how) {
+  KILN_CHECK(how == HalfMatmul::viaF32 || haveOneDnn(),
+             "matmul: oneDNN was not found when kiln was built (Debian libdnnl-dev): bf16 products convert to f32");
+  gHalf.store(how, std::memory_order_relaxed);
+}
+
+double timeHalfMatmul(HalfMatmul how) {
+  KILN_CHECK(how == HalfMatmul::viaF32 || haveOneDnn(),
+             "matmul: oneDNN was not found when kiln was built (Debian libdnnl-dev)");
+  const HalfMatmul before = gHalf.exchange(how);
+  const double ms = timeProducts(sizeof(uint16_t), [](const Block& x) { halfBlock<BFloat16>(x); });
+  gHalf.store(before);
+  return ms;
 }
 
 std::string oneDnnVersion() {
@@ -388,6 +414,9 @@ std::string blasInfo() {
   while (!config.empty() && config.back() == ' ') config.pop_back();
 #ifdef KILN_HAVE_ONEDNN
   if (blasLibrary() == BlasLibrary::onednn) config += "; f32 products: oneDNN " + oneDnnVersion();
+  if (halfMatmul() == HalfMatmul::onednn)
+    config +=
+        fmt::format("; bf16 products: oneDNN {} {}", oneDnnVersion(), detail::oneDnnBf16Implementation(256, 1024, 784));
 #endif
   return config;
 }
@@ -422,9 +451,9 @@ void matmulThen(std::span<void* const> buffers, std::span<const int64_t> args, c
     if (epilogue.fn && begin < end) epilogue.fn(epilogue.buffers.data(), epilogue.args.data(), begin, end);
   };
   auto finishInParallel = [&](int64_t begin, int64_t end) {
-    if (epilogue.fn) ThreadPool::instance().parallelFor(end - begin, kEpilogueGrain, [&](int64_t b, int64_t e) {
-      finish(begin + b, begin + e);
-    });
+    if (epilogue.fn)
+      ThreadPool::instance().parallelFor(end - begin, kEpilogueGrain,
+                                         [&](int64_t b, int64_t e) { finish(begin + b, begin + e); });
   };
   if (c.k == 0) {  // sums of no terms
     std::memset(out, 0, static_cast<size_t>(batches * c.m * c.n * item));

@@ -16,7 +16,8 @@
 // - f32 and f64 call sgemm and dgemm.
 // - f16 and bf16 convert both operands to f32, call sgemm (f32
 //   accumulation) and round each result once to f16/bf16, which is roughly
-//   what PyTorch's CPU kernels do (they accumulate in f32 too).
+//   what PyTorch's CPU kernels do (they accumulate in f32 too); bf16 runs
+//   on oneDNN's bf16 matmul instead where that is faster (HalfMatmul below).
 // - i32 and i64 are a plain loop that wraps (two's complement), as PyTorch
 //   computes integer matmuls on the CPU. bool is not a matmul dtype (the IR
 //   rejects it).
@@ -36,8 +37,8 @@
 #pragma once
 
 #include <cstdint>
-#include <span>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -127,12 +128,29 @@ void setBlasLibrary(BlasLibrary library);
 /// choice. kiln::Error when the build lacks it.
 double timeBlasLibrary(BlasLibrary library);
 
+/// How bf16 products multiply: converted to f32 for the f32 library (one
+/// rounding per result), or on oneDNN's bf16 matmul primitive (f32
+/// accumulation, one rounding per result) where oneDNN has a kernel of its
+/// own for the layout on this CPU (Note [Native bf16 products] in
+/// runtime/onednn_matmul.cpp). Chosen by measurement per machine with the
+/// f32 library (codegen::cpuBlasChoice()); viaF32 until then. f16 products
+/// always convert (oneDNN 2.6 multiplies f16 natively only on AVX512-FP16).
+enum class HalfMatmul : uint8_t { viaF32, onednn };
+HalfMatmul halfMatmul();
+/// kiln::Error for onednn in a build without oneDNN. As setBlasLibrary, not
+/// for the middle of a computation.
+void setHalfMatmul(HalfMatmul how);
+/// Milliseconds bf16 products take `how`, on the shapes and terms of
+/// timeBlasLibrary (with the current f32 library for viaF32).
+double timeHalfMatmul(HalfMatmul how);
+
 /// oneDNN's version ("2.6.3"), or "" in a build without it.
 std::string oneDnnVersion();
 
 /// The BLAS in use and its build ("OpenBLAS 0.3.21 DYNAMIC_ARCH ...", then
-/// "; f32 products: oneDNN 2.6.3" when oneDNN multiplies f32), for the
-/// tools' reports.
+/// "; f32 products: oneDNN 2.6.3" when oneDNN multiplies f32 and "; bf16
+/// products: oneDNN 2.6.3 brg:avx512_core_bf16" when it multiplies bf16),
+/// for the tools' reports.
 std::string blasInfo();
 
 }  // namespace kiln::runtime

@@ -110,19 +110,19 @@ int run(const Options& options) {
     if (!kiln::runtime::isDeviceAvailable(policy.device, &why))
       throw std::runtime_error(fmt::format("--device {}: the device cannot be used: {}", policy.device.str(), why));
     const kiln::runtime::DeviceProperties& p = kiln::runtime::deviceInterface(policy.device).properties();
-    machine.device = policy.device.isCpu() ? "cpu"
-                                           : fmt::format("{} ({}, driver {}, {} compute units, {:.1f} GiB)",
-                                                         policy.device.str(), p.name, p.driverVersion, p.computeUnits,
-                                                         static_cast<double>(p.totalMemory) / (1 << 30));
+    machine.device = policy.device.isCpu()
+                         ? "cpu"
+                         : fmt::format("{} ({}, driver {}, {} compute units, {:.1f} GiB)", policy.device.str(), p.name,
+                                       p.driverVersion, p.computeUnits, static_cast<double>(p.totalMemory) / (1 << 30));
   }
   // The machine's BLAS, from the user's disk cache (Note [Choosing the
   // BLAS]), before the kernel cache becomes kiln-bench's own.
   const kiln::codegen::BlasChoice& blas = kiln::codegen::cpuBlasChoice();
-  machine.blas = fmt::format("{}, threads: {}; chosen: {}", kiln::runtime::blasInfo(),
+  machine.blas = fmt::format("{}, threads: {}; chosen: {}; bf16 products: {}", kiln::runtime::blasInfo(),
                              kiln::runtime::blasThreading() == kiln::runtime::BlasThreading::pool
                                  ? "kiln's pool (KILN_BLAS_THREADING=pool)"
                                  : "the BLAS's own (KILN_BLAS_THREADING=blas)",
-                             blas.how);
+                             blas.how, blas.halfHow);
   PrivateKernelCache kernelCache;
   // PyTorch is started before kiln measures anything (importing torch takes
   // seconds of CPU) and measures each workload after kiln has, so that the

@@ -26,8 +26,8 @@
 #include "runtime/device_interface.h"
 #include "runtime/error.h"
 #include "runtime/nvml.h"
-#include "tools/common/machine.h"
 #include "runtime/thread_pool.h"
+#include "tools/common/machine.h"
 
 extern char** environ;
 
@@ -106,6 +106,7 @@ json cpuSide() {
   return {{"threads", runtime::ThreadPool::instance().numThreads()},
           {"blas", runtime::blasInfo()},
           {"blas_choice", codegen::cpuBlasChoice().how},
+          {"bf16_matmul_choice", codegen::cpuBlasChoice().halfHow},
           {"blas_threading", pool ? "pool" : "blas"},
           {"compiled_for", tools::compiledForText()}};
 }

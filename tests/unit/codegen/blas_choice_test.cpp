@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <tuple>
 
 #include "runtime/error.h"
 
@@ -82,6 +83,50 @@ TEST(BlasChoice, KilnBlasForcesItAndTheCacheOffMeasuresNothing) {
               std::string::npos)
         << e.what();
   }
+}
+
+// The bf16 products' choice, the same mechanism under its own variable and
+// key: forced, measured once and kept, and checked.
+TEST(BlasChoice, Bf16ProductsAreChosenTheSameWay) {
+  using runtime::HalfMatmul;
+  DiskCache off{std::filesystem::path()};
+  auto never = [](HalfMatmul) -> double {
+    ADD_FAILURE() << "measured";
+    return 1.0;
+  };
+  auto [how, why] = chooseHalfMatmul("f32", off, "key", never);
+  EXPECT_EQ(how, HalfMatmul::viaF32);
+  EXPECT_EQ(why, "KILN_BF16_MATMUL=f32");
+  try {
+    chooseHalfMatmul("amx", off, "key", never);
+    ADD_FAILURE() << "KILN_BF16_MATMUL=amx accepted";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "KILN_BF16_MATMUL must be f32, onednn or auto (measure), got 'amx'");
+  }
+  if (!runtime::haveOneDnn()) {
+    EXPECT_THROW(chooseHalfMatmul("onednn", off, "key", never), Error);
+    return;
+  }
+  EXPECT_EQ(chooseHalfMatmul(nullptr, off, "key", never).first, HalfMatmul::viaF32) << "no cache: not measured";
+  DiskCache cache(freshDirectory("bf16"));
+  int measured = 0;
+  auto nativeFaster = [&](HalfMatmul h) {
+    ++measured;
+    return h == HalfMatmul::onednn ? 11.5 : 26.0;
+  };
+  std::tie(how, why) = chooseHalfMatmul(nullptr, cache, "key", nativeFaster);
+  EXPECT_EQ(how, HalfMatmul::onednn);
+  EXPECT_EQ(why, "measured on this machine: via f32 26.0 ms, oneDNN bf16 11.5 ms (now)");
+  DiskCache again(cache.directory());
+  std::tie(how, why) = chooseHalfMatmul("auto", again, "key", nativeFaster);
+  EXPECT_EQ(how, HalfMatmul::onednn);
+  EXPECT_EQ(measured, 2) << "measured again though the cache kept it";
+  std::tie(how, why) = chooseHalfMatmul(nullptr, again, "other key", [&](HalfMatmul h) {
+    ++measured;
+    return h == HalfMatmul::onednn ? 40.0 : 26.0;
+  });
+  EXPECT_EQ(how, HalfMatmul::viaF32) << "converting was faster on this key's machine";
+  EXPECT_EQ(measured, 4);
 }
 
 }  // namespace

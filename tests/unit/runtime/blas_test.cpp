@@ -20,6 +20,7 @@
 
 #include "runtime/error.h"
 #include "runtime/numeric.h"
+#include "runtime/onednn_matmul.h"
 
 namespace kiln::runtime {
 namespace {
@@ -231,6 +232,39 @@ TEST(BlasMatmul, OneDnnProductsToo) {
   EXPECT_NE(blasInfo().find("f32 products: oneDNN " + oneDnnVersion()), std::string::npos) << blasInfo();
   setBlasLibrary(BlasLibrary::openblas);
   EXPECT_EQ(blasInfo().find("oneDNN"), std::string::npos) << blasInfo();
+}
+
+// bf16 products on oneDNN's bf16 matmul primitive (Note [Native bf16
+// products] in runtime/onednn_matmul.cpp): every layout, a broadcast
+// operand (which oneDNN cannot describe: converted instead), batches,
+// vectors and splits over threads, each element within the f64 bound.
+TEST(BlasMatmul, NativeBf16ProductsOnOneDnn) {
+  if (!haveOneDnn()) GTEST_SKIP() << "this build has no oneDNN (Debian libdnnl-dev)";
+  const std::string impl = detail::oneDnnBf16Implementation(64, 64, 64);
+  setHalfMatmul(HalfMatmul::onednn);
+  for (Layout la : {Layout::contiguous, Layout::transposed, Layout::strided})
+    for (Layout lb : {Layout::contiguous, Layout::transposed, Layout::strided})
+      check(problem(DType::bf16, {7, 13}, la, {13, 9}, lb), "7x13 . 13x9");
+  check(problem(DType::bf16, {2, 1, 5, 6}, Layout::contiguous, {3, 6, 4}, Layout::transposed, {2, 3}), "broadcast");
+  check(problem(DType::bf16, {4, 3, 5, 6}, Layout::contiguous, {6, 7}, Layout::contiguous, {4, 3}), "folded");
+  check(problem(DType::bf16, {1, 40}, Layout::contiguous, {40, 30}, Layout::transposed), "m = 1");
+  check(problem(DType::bf16, {30, 40}, Layout::contiguous, {40, 1}, Layout::contiguous), "n = 1");
+  check(problem(DType::bf16, {30, 1}, Layout::transposed, {1, 20}, Layout::strided), "k = 1");
+  for (BlasThreading t : {BlasThreading::pool, BlasThreading::blas}) {
+    setBlasThreading(t);
+    check(problem(DType::bf16, {300, 200}, Layout::contiguous, {200, 100}, Layout::transposed), "rows");
+    check(problem(DType::bf16, {8, 256}, Layout::transposed, {256, 1000}, Layout::contiguous), "columns");
+  }
+  setBlasThreading(BlasThreading::pool);
+  const std::string info = blasInfo();
+  setHalfMatmul(HalfMatmul::viaF32);
+  if (impl.rfind("ref", 0) == 0)
+    GTEST_SKIP() << "oneDNN has only its reference bf16 kernel on this CPU (" << impl
+                 << "): the products above were converted";
+  EXPECT_NE(info.find("bf16 products: oneDNN " + oneDnnVersion() + " " + impl), std::string::npos) << info;
+  EXPECT_EQ(blasInfo().find("bf16 products"), std::string::npos) << blasInfo();
+  EXPECT_GT(timeHalfMatmul(HalfMatmul::onednn), 0.0);
+  EXPECT_EQ(halfMatmul(), HalfMatmul::viaF32) << "timing leaves the choice as it was";
 }
 
 TEST(BlasMatmul, TimingALibraryLeavesTheChoiceAsItWas) {
