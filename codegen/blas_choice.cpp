@@ -138,18 +138,27 @@ std::pair<runtime::HalfMatmul, std::string> chooseHalfMatmul(
 }
 
 const BlasChoice& cpuBlasChoice() {
-  // setDeterministic(true) pins the library a measurement would pick (Note
-  // [Determinism] in frontend/determinism.h); an explicit KILN_BLAS stays.
-  const char* setting = std::getenv("KILN_BLAS");
-  if (runtime::deterministic() && (!setting || std::string_view(setting) == "auto" || !*setting)) {
-    static const BlasChoice pinned{runtime::BlasLibrary::openblas,
-                                   "kiln::setDeterministic(true): OpenBLAS, not measured", runtime::HalfMatmul::viaF32,
-                                   "kiln::setDeterministic(true): via f32, not measured"};
-    runtime::setBlasLibrary(pinned.library);
-    runtime::setHalfMatmul(pinned.halfMatmul);
-    return pinned;
+  // setDeterministic(true) pins what a measurement would pick (Note
+  // [Determinism] in frontend/determinism.h): OpenBLAS, and bf16 products
+  // via f32; an explicit KILN_BLAS or KILN_BF16_MATMUL stays.
+  auto unset = [](const char* name) {
+    const char* v = std::getenv(name);
+    return !v || !*v || std::string_view(v) == "auto";
+  };
+  const bool deterministic = runtime::deterministic();
+  const bool pinBlas = deterministic && unset("KILN_BLAS"), pinHalf = deterministic && unset("KILN_BF16_MATMUL");
+  static const std::string pinnedBlas = "kiln::setDeterministic(true): OpenBLAS, not measured";
+  static const std::string pinnedHalf = "kiln::setDeterministic(true): via f32, not measured";
+  auto apply = [](const BlasChoice& c) -> const BlasChoice& {
+    runtime::setBlasLibrary(c.library);
+    runtime::setHalfMatmul(c.halfMatmul);
+    return c;
+  };
+  if (pinBlas && pinHalf) {
+    static const BlasChoice pinned{runtime::BlasLibrary::openblas, pinnedBlas, runtime::HalfMatmul::viaF32, pinnedHalf};
+    return apply(pinned);
   }
-  static const BlasChoice choice = [] {
+  static const BlasChoice choice = [&apply] {
     const std::string key = fmt::format("blas-choice/v1/{}/{}/onednn {}", cpuTargetDescription(), runtime::blasInfo(),
                                         runtime::oneDnnVersion());
     // A cache of its own on the environment's directory, not the process's
@@ -163,10 +172,24 @@ const BlasChoice& cpuBlasChoice() {
                                             runtime::blasInfo(), runtime::oneDnnVersion());
     std::tie(c.halfMatmul, c.halfHow) =
         chooseHalfMatmul(std::getenv("KILN_BF16_MATMUL"), cache, bf16Key, &runtime::timeHalfMatmul);
-    runtime::setHalfMatmul(c.halfMatmul);
+    apply(c);
     return c;
   }();
-  return choice;
+  if (!deterministic) return choice;
+  // Deterministic with one of the two forced: that one as forced, the other pinned.
+  static const BlasChoice blasPinned = [] {
+    BlasChoice c = choice;
+    c.library = runtime::BlasLibrary::openblas;
+    c.how = pinnedBlas;
+    return c;
+  }();
+  static const BlasChoice halfPinned = [] {
+    BlasChoice c = choice;
+    c.halfMatmul = runtime::HalfMatmul::viaF32;
+    c.halfHow = pinnedHalf;
+    return c;
+  }();
+  return apply(pinBlas ? blasPinned : pinHalf ? halfPinned : choice);
 }
 
 }  // namespace kiln::codegen

@@ -17,7 +17,9 @@
 // - the CPU BLAS chosen by measurement (KILN_BLAS unset or auto: OpenBLAS or
 //   oneDNN, whichever was faster when measured, Note [Choosing the BLAS])
 //   becomes OpenBLAS, not measured, so a fresh cache cannot flip a run's
-//   bits (an explicit KILN_BLAS=openblas|onednn is kept);
+//   bits (an explicit KILN_BLAS=openblas|onednn is kept); likewise bf16
+//   products convert to f32 instead of a measured choice of oneDNN's bf16
+//   matmul (an explicit KILN_BF16_MATMUL is kept);
 // - a library call on CUDA whose library is not deterministic as configured
 //   is an error naming the op, the device and the fix: cuBLAS (matmul) is
 //   deterministic only with CUBLAS_WORKSPACE_CONFIG=:4096:8 or :16:8 set

@@ -62,13 +62,18 @@ TEST_F(Deterministic, OtherOpsAndDevicesAndTheSettingOffPass) {
   EXPECT_EQ(errorOf([] { detail::checkDeterministic(ir::Op::matmul, Device::cuda()); }), "no error");
 }
 
-TEST_F(Deterministic, TheCpuBlasIsPinnedNotMeasured) {
+TEST_F(Deterministic, TheCpuBlasAndTheBf16ProductsArePinnedNotMeasured) {
   if (const char* blas = std::getenv("KILN_BLAS"); blas && *blas && std::string(blas) != "auto")
     GTEST_SKIP() << "KILN_BLAS=" << blas << " names the library explicitly";
   const codegen::BlasChoice& c = codegen::cpuBlasChoice();
   EXPECT_EQ(c.library, runtime::BlasLibrary::openblas);
   EXPECT_EQ(c.how, "kiln::setDeterministic(true): OpenBLAS, not measured");
   EXPECT_EQ(runtime::blasLibrary(), runtime::BlasLibrary::openblas);
+  if (const char* bf16 = std::getenv("KILN_BF16_MATMUL"); !bf16 || !*bf16 || std::string(bf16) == "auto") {
+    EXPECT_EQ(c.halfMatmul, runtime::HalfMatmul::viaF32);
+    EXPECT_EQ(c.halfHow, "kiln::setDeterministic(true): via f32, not measured");
+    EXPECT_EQ(runtime::halfMatmul(), runtime::HalfMatmul::viaF32);
+  }
   // A matmul under the setting runs (through dispatch's check) and is exact
   // on small integers.
   const Tensor a = fromVector(std::vector<float>{1, 2, 3, 4}, {2, 2});
