@@ -266,7 +266,9 @@ BlasLayout halfToF32(const H* src, int64_t rows, int64_t cols, int64_t rowStride
   return BlasLayout{true, std::max<int64_t>(rows, 1)};
 }
 
-/// f16 and bf16: both operands to f32, sgemm, one rounding per result.
+/// f16 and bf16: both operands to f32, sgemm, one rounding per result; bf16
+/// on oneDNN's bf16 matmul instead when chosen and oneDNN has a kernel for
+/// the layout (Note [Native bf16 products] in runtime/onednn_matmul.cpp).
 template <typename H>
 void halfBlock(const Block& x) {
   if constexpr (std::is_same_v<H, BFloat16>)

@@ -261,7 +261,7 @@ TEST(BlasMatmul, NativeBf16ProductsOnOneDnn) {
   if (impl.rfind("ref", 0) == 0)
     GTEST_SKIP() << "oneDNN has only its reference bf16 kernel on this CPU (" << impl
                  << "): the products above were converted";
-  EXPECT_NE(info.find("bf16 products: oneDNN " + oneDnnVersion() + " " + impl), std::string::npos) << info;
+  EXPECT_NE(info.find("bf16 products: oneDNN " + oneDnnVersion() + " "), std::string::npos) << info;
   EXPECT_EQ(blasInfo().find("bf16 products"), std::string::npos) << blasInfo();
   EXPECT_GT(timeHalfMatmul(HalfMatmul::onednn), 0.0);
   EXPECT_EQ(halfMatmul(), HalfMatmul::viaF32) << "timing leaves the choice as it was";
