@@ -9,13 +9,15 @@
 // A slot's lifetime is the range of steps that name it, from its first to
 // its last (a view read by a library call names its input's slot, with an
 // offset, so views live as long as what they view; a cat's pieces all name
-// the one result slot). Slots are taken in the order of their first step;
-// a slot gets the smallest free buffer of its device that is big enough
-// (best fit), else the largest free one of its device, grown to fit, else a
-// new buffer. A buffer is free again after the last step of every slot in
-// it. Two slots named by one step never share (a kernel's parameters are
-// `noalias`), and program inputs and outputs are never planned: inputs are
-// the caller's, outputs are handed back to it.
+// the one result slot). Two packings are made and the one with fewer bytes
+// kept (Note [Two packings, the smaller kept]): slots in the order of their
+// first step, each in the smallest free buffer of its device that is big
+// enough (best fit), else the largest free one, grown to fit, else a new
+// buffer; and slots largest first, each in the smallest buffer of its
+// device whose slots all live at other steps, else a new one. Slots in one
+// buffer never live at one step: two slots named by one step never share
+// (a kernel's parameters are `noalias`). Program inputs and outputs are
+// never planned: inputs are the caller's, outputs are handed back to it.
 #pragma once
 
 #include <cstddef>
@@ -26,10 +28,13 @@
 namespace kiln::codegen {
 
 struct MemoryPlanStats {
-  int slots = 0;             ///< intermediate slots planned
-  int buffers = 0;           ///< shared buffers they live in
-  size_t bytesBefore = 0;    ///< bytes of those slots, one buffer each
-  size_t bytesAfter = 0;     ///< bytes of the shared buffers
+  int slots = 0;           ///< intermediate slots planned
+  int buffers = 0;         ///< shared buffers they live in
+  size_t bytesBefore = 0;  ///< bytes of those slots, one buffer each
+  size_t bytesAfter = 0;   ///< bytes of the shared buffers
+  /// The most bytes of planned slots live at one step, summed over devices:
+  /// no plan can take less than this (Note [The lower bound of a plan]).
+  size_t liveBytes = 0;
 };
 
 /// Fills exe.slotBuffers and exe.buffers (replacing any plan). An

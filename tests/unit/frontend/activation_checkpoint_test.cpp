@@ -277,9 +277,10 @@ TEST(ActivationCheckpoint, TheCompiledProgramRecomputesInsteadOfKeeping) {
     return memoryStats(Device::cpu()).at("allocated_bytes.all.peak") - before;
   };
   const int64_t plain = peakOf(false), ckpt = peakOf(true);
-  // Measured 68%: the memory plan's packing (codegen/plan_memory.cpp) keeps
-  // it above eager's 45% (docs/training.md).
-  EXPECT_LT(ckpt, plain * 3 / 4) << "plain " << plain << " bytes, checkpointed " << ckpt;
+  // Measured 43% (eager's transformer stack: 45%, docs/training.md); 68%
+  // when the memory plan packed only in step order (Note [Two packings, the
+  // smaller kept] in codegen/plan_memory.cpp).
+  EXPECT_LE(ckpt, plain / 2) << "plain " << plain << " bytes, checkpointed " << ckpt;
 }
 
 TEST(ActivationCheckpoint, ABarrierNeedsAnElementToWaitFor) {
