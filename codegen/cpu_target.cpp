@@ -9,6 +9,7 @@
 #include "codegen/lowering_reduction.h"
 #include "codegen/target.h"
 #include "runtime/attention.h"
+#include "runtime/conv.h"
 #include "runtime/blas.h"
 #include "runtime/error.h"
 #include "runtime/indexing.h"
@@ -59,7 +60,8 @@ class CpuTarget final : public Target {
                                       {&runtime::onHost<&runtime::indexSelect>},
                                       {&runtime::onHost<&runtime::indexAdd>},
                                       {&runtime::onHost<&runtime::attention>},
-                                      {&runtime::onHost<&runtime::attentionBackward>}};
+                                      {&runtime::onHost<&runtime::attentionBackward>},
+                                      {&runtime::conv}};
     return cpu;
   }
 };

@@ -4,9 +4,11 @@
 #include <fmt/format.h>
 
 #include "ir/attention.h"
+#include "ir/conv.h"
 #include "ir/scalar_formulas_random.h"
 #include "runtime/attention.h"
 #include "runtime/blas.h"
+#include "runtime/conv.h"
 #include "runtime/error.h"
 #include "runtime/indexing.h"
 
@@ -76,6 +78,43 @@ runtime::AttentionCall attentionCall(const ir::Node& node, std::span<const ir::L
   return c;
 }
 
+/// conv2d, conv_transpose2d and conv2d_backward_weight as the forward
+/// convolution they are read as (ir/conv.h, runtime/conv.h): which operand
+/// is x, w or y, and the sizes of each.
+runtime::ConvCall convCall(const ir::Node& node, std::span<const ir::Layout> inputs) {
+  const ir::ConvAttrs a = ir::convAttrs(node.op(), node.attrs());
+  const ir::Shape& in0 = node.input(0)->type().shape;
+  const ir::Shape& in1 = node.input(1)->type().shape;
+  const ir::Shape& out = node.output()->type().shape;
+  auto strides4 = [](const ir::Layout& l) {
+    return std::array<int64_t, 4>{l.strides[0], l.strides[1], l.strides[2], l.strides[3]};
+  };
+  runtime::ConvCall c;
+  c.dtype = node.output()->type().dtype;
+  const ir::Shape *x = nullptr, *w = nullptr, *y = nullptr;
+  if (node.op() == ir::Op::conv2d) {
+    c.kind = runtime::ConvCall::Kind::forward;
+    x = &in0, w = &in1, y = &out;
+    c.xStrides = strides4(inputs[0]), c.wStrides = strides4(inputs[1]);
+  } else if (node.op() == ir::Op::conv_transpose2d) {
+    c.kind = runtime::ConvCall::Kind::transpose;
+    y = &in0, w = &in1, x = &out;
+    c.yStrides = strides4(inputs[0]), c.wStrides = strides4(inputs[1]);
+  } else {
+    c.kind = runtime::ConvCall::Kind::weightGrad;
+    x = &in0, y = &in1, w = &out;
+    c.xStrides = strides4(inputs[0]), c.yStrides = strides4(inputs[1]);
+  }
+  c.n = (*x)[0], c.c = (*x)[1], c.h = (*x)[2], c.w = (*x)[3];
+  c.o = (*w)[0], c.kh = (*w)[2], c.kw = (*w)[3];
+  c.ho = (*y)[2], c.wo = (*y)[3];
+  c.strideH = a.stride[0], c.strideW = a.stride[1];
+  c.padTop = a.padding[0], c.padLeft = a.padding[1];
+  c.dilationH = a.dilation[0], c.dilationW = a.dilation[1];
+  c.groups = a.groups;
+  return c;
+}
+
 runtime::IndexCall indexCall(const ir::Node& node, std::span<const ir::Layout> inputs) {
   const ir::TensorType& x = node.input(0)->type();
   const ir::TensorType& index = node.input(1)->type();
@@ -115,6 +154,10 @@ LoweredCall lowerLibrary(const ir::Node& node, std::span<const ir::Layout> input
   } else if (node.op() == ir::Op::attention || node.op() == ir::Op::attention_backward) {
     function = node.op() == ir::Op::attention ? &functions.attention : &functions.attentionBackward;
     call.args = attentionCall(node, inputs).encode();
+  } else if (node.op() == ir::Op::conv2d || node.op() == ir::Op::conv_transpose2d ||
+             node.op() == ir::Op::conv2d_backward_weight) {
+    function = &functions.conv;
+    call.args = convCall(node, inputs).encode();
   } else {
     KILN_ASSERT(false, "{} has no library call", ir::opName(node.op()));
   }

@@ -43,6 +43,9 @@ struct LibraryFunctions {
   LibraryFunction matmul, indexSelect, indexAdd;
   /// Only where ir::fusedAttentionOn says so (the CPU's).
   LibraryFunction attention = {}, attentionBackward = {};
+  /// conv2d, conv_transpose2d and conv2d_backward_weight (one function:
+  /// runtime::ConvCall says which).
+  LibraryFunction conv = {};
 };
 
 class Target {

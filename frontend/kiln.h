@@ -14,6 +14,7 @@
 #include "frontend/checkpoint.h"
 #include "frontend/autograd/autograd.h"
 #include "frontend/compile.h"
+#include "frontend/conv.h"
 #include "frontend/cuda.h"
 #include "frontend/data/data.h"
 #include "frontend/distributed.h"

@@ -6,6 +6,7 @@
 #include "ir/library_rules.h"
 
 #include "ir/attention.h"
+#include "ir/conv.h"
 
 #include "runtime/error.h"
 
@@ -80,11 +81,14 @@ TensorType inferIndexAdd(std::span<const TensorType> in, const Attributes& attrs
 }  // namespace
 
 TensorType inferLibrary(Op op, std::span<const TensorType> in, const Attributes& attrs) {
-  // Not a switch: only library calls reach here (inferType dispatches on the kind).
+  // Not a switch: only library calls reach here (inferType dispatches on the
+  // kind). A new library op adds its rule here.
   if (op == Op::matmul) return inferMatmul(in);
   if (op == Op::index_select) return inferIndexSelect(in, attrs);
   if (op == Op::index_add) return inferIndexAdd(in, attrs);
   if (op == Op::attention || op == Op::attention_backward) return inferAttention(op, in, attrs);
+  if (op == Op::conv2d || op == Op::conv_transpose2d || op == Op::conv2d_backward_weight)
+    return inferConv(op, in, attrs);
   KILN_ASSERT(false, "inferLibrary called for {}", opName(op));
   return {};
 }

@@ -510,6 +510,9 @@ typename B::V emitOp(B& b, Op op, DType outType, std::span<const typename B::V> 
     case Op::index_add:
     case Op::attention:
     case Op::attention_backward:
+    case Op::conv2d:
+    case Op::conv_transpose2d:
+    case Op::conv2d_backward_weight:
     case Op::all_reduce:
     case Op::fusion: break;
   }

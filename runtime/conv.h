@@ -29,6 +29,7 @@
 #include <array>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "runtime/dtype.h"
@@ -73,6 +74,9 @@ namespace detail {
 /// other implementations are tested against, and the path for f64 and f16.
 /// buffers as ConvCall says.
 void convDirect(const ConvCall& call, std::span<void* const> buffers);
+/// How the CPU runs this call: "onednn:<oneDNN's implementation>" or
+/// "direct" (kiln's loops): for kiln-env, kiln-bench and the tests.
+std::string convImplementation(const ConvCall& call);
 }  // namespace detail
 
 }  // namespace kiln::runtime

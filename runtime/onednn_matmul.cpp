@@ -27,7 +27,7 @@
 
 #include <dlfcn.h>
 #ifdef KILN_HAVE_ONEDNN
-#include <oneapi/dnnl/dnnl.h>
+#include "runtime/onednn.h"
 #endif
 
 #include <algorithm>
@@ -59,34 +59,6 @@ namespace {
 
 constexpr size_t kMaxKept = 1024;
 
-#define KILN_DNNL(call)                                                                     \
-  do {                                                                                      \
-    const dnnl_status_t status_ = (call);                                                   \
-    KILN_CHECK(status_ == dnnl_success, "matmul: oneDNN's {} failed with status {}", #call, \
-               static_cast<int>(status_));                                                  \
-  } while (0)
-
-dnnl_engine_t engine() {
-  static dnnl_engine_t e = [] {
-    dnnl_engine_t made = nullptr;
-    KILN_DNNL(dnnl_engine_create(&made, dnnl_cpu, 0));
-    return made;
-  }();
-  return e;
-}
-
-dnnl_stream_t threadStream() {
-  struct Stream {
-    dnnl_stream_t s = nullptr;
-    ~Stream() {
-      if (s) dnnl_stream_destroy(s);
-    }
-  };
-  thread_local Stream stream;
-  if (!stream.s) KILN_DNNL(dnnl_stream_create(&stream.s, engine(), dnnl_stream_default_flags));
-  return stream.s;
-}
-
 /// A primitive for one layout, or none (refused: the caller converts).
 struct Primitive {
   dnnl_primitive_t primitive = nullptr;
@@ -115,18 +87,16 @@ std::unique_ptr<Primitive> makePrimitive(const Layout& l) {
   dnnl_matmul_desc_t desc;
   if (dnnl_matmul_desc_init(&desc, &p->a, &p->b, nullptr, &p->c) != dnnl_success) return p;
   dnnl_primitive_attr_t attr = nullptr;
-  KILN_DNNL(dnnl_primitive_attr_create(&attr));
-  KILN_DNNL(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+  KILN_DNNL("matmul", dnnl_primitive_attr_create(&attr));
+  KILN_DNNL("matmul", dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
   dnnl_primitive_desc_t pd = nullptr;
-  const dnnl_status_t made = dnnl_primitive_desc_create(&pd, &desc, attr, engine(), nullptr);
+  const dnnl_status_t made = dnnl_primitive_desc_create(&pd, &desc, attr, oneDnnEngine(), nullptr);
   dnnl_primitive_attr_destroy(attr);
   if (made != dnnl_success) return p;
-  const char* impl = nullptr;
-  dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-  p->implementation = impl ? impl : "";
+  p->implementation = oneDnnImplementation(pd);
   if (p->implementation.rfind("ref", 0) != 0) {
     p->scratch = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-    KILN_DNNL(dnnl_primitive_create(&p->primitive, pd));
+    KILN_DNNL("matmul", dnnl_primitive_create(&p->primitive, pd));
   }
   dnnl_primitive_desc_destroy(pd);
   return p;
@@ -146,20 +116,6 @@ const Primitive& primitiveFor(const Layout& l, std::unique_ptr<Primitive>& owned
   return *kept.emplace(l, makePrimitive(l)).first->second;
 }
 
-class Memory {
- public:
-  Memory(const dnnl_memory_desc_t& desc, const void* data) {
-    KILN_DNNL(dnnl_memory_create(&m_, &desc, engine(), const_cast<void*>(data)));
-  }
-  ~Memory() { dnnl_memory_destroy(m_); }
-  Memory(const Memory&) = delete;
-  Memory& operator=(const Memory&) = delete;
-  dnnl_memory_t get() const { return m_; }
-
- private:
-  dnnl_memory_t m_ = nullptr;
-};
-
 }  // namespace
 
 bool oneDnnBf16Matmul(const void* a, int64_t ars, int64_t acs, const void* b, int64_t brs, int64_t bcs, void* c,
@@ -173,20 +129,18 @@ bool oneDnnBf16Matmul(const void* a, int64_t ars, int64_t acs, const void* b, in
   const Primitive& p = primitiveFor({m, n, k, ars, acs, brs, bcs, ldc}, owned);
   if (!p.primitive) return false;
   ompThreadsForThisThread(threads);
-  thread_local std::vector<char> scratch;
   const size_t scratchBytes = dnnl_memory_desc_get_size(&p.scratch);
-  if (scratch.size() < scratchBytes) scratch.resize(scratchBytes);
-  const Memory am(p.a, a), bm(p.b, b), cm(p.c, c);
-  std::optional<Memory> sm;
+  const OneDnnMemory am(p.a, a), bm(p.b, b), cm(p.c, c);
+  std::optional<OneDnnMemory> sm;
   std::vector<dnnl_exec_arg_t> args = {
       {DNNL_ARG_SRC, am.get()}, {DNNL_ARG_WEIGHTS, bm.get()}, {DNNL_ARG_DST, cm.get()}};
   if (scratchBytes > 0) {
-    sm.emplace(p.scratch, scratch.data());
+    sm.emplace(p.scratch, oneDnnThreadScratch(scratchBytes));
     args.push_back({DNNL_ARG_SCRATCHPAD, sm->get()});
   }
-  dnnl_stream_t stream = threadStream();
-  KILN_DNNL(dnnl_primitive_execute(p.primitive, stream, static_cast<int>(args.size()), args.data()));
-  KILN_DNNL(dnnl_stream_wait(stream));
+  dnnl_stream_t stream = oneDnnThreadStream();
+  KILN_DNNL("matmul", dnnl_primitive_execute(p.primitive, stream, static_cast<int>(args.size()), args.data()));
+  KILN_DNNL("matmul", dnnl_stream_wait(stream));
   return true;
 }
 

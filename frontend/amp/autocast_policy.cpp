@@ -16,6 +16,8 @@ constexpr std::pair<std::string_view, CastPolicy> kPolicies[] = {
     // PyTorch's lower_precision_fp list: the products.
     {"matmul", CastPolicy::lowerPrecision},
     {"linear", CastPolicy::lowerPrecision},
+    {"conv2d", CastPolicy::lowerPrecision},
+    {"conv_transpose2d", CastPolicy::lowerPrecision},
     // PyTorch's fp32 list: ranges or accumulations that f16/bf16 lose.
     {"exp", CastPolicy::f32},
     {"log", CastPolicy::f32},

@@ -14,10 +14,12 @@
 #include <numeric>
 
 #include "frontend/autograd/function.h"
+#include "frontend/dispatch.h"
 #include "frontend/indexing.h"
 #include "frontend/linalg.h"
 #include "frontend/ops.h"
 #include "frontend/reductions.h"
+#include "ir/conv.h"
 #include "ir/scalar_formulas.h"
 #include "runtime/error.h"
 
@@ -377,8 +379,53 @@ Formula formulaFor(Op op, const ir::Attributes& attrs, std::shared_ptr<Args> a, 
         return grads;
       };
     }
+    // Convolutions (ir/conv.h): each of x, w, y from the other two.
+    // conv2d: gx = conv_transpose2d(g, w), its output_padding the rows and
+    // columns conv2d's floor dropped (below the stride), gw =
+    // conv2d_backward_weight(x, g).
+    case Op::conv2d: {
+      const bool dx = a->needs(0), dw = a->needs(1);
+      if (dx) a->save(1);
+      if (dw) a->save(0);
+      ir::ConvAttrs c = ir::convAttrs(op, attrs);
+      const Shape& w = a->original(1).tensor.shape();
+      c.kernel = {w[2], w[3]};
+      for (int d = 0; d < 2; ++d)
+        c.outputPadding[d] = in0.shape[static_cast<size_t>(d + 2)] -
+                             ir::convTransposeOutputSize(result.size(d + 2), c.kernel[d], c.stride[d], c.padding[d],
+                                                         c.padding[d + 2], c.dilation[d], 0);
+      return [a, dx, dw, c](const Tensor& g) {
+        Tensor gx, gw;
+        if (dx)
+          gx = detail::dispatch(Op::conv_transpose2d, {g, (*a)[1]}, ir::convAttributes(Op::conv_transpose2d, c));
+        if (dw)
+          gw = detail::dispatch(Op::conv2d_backward_weight, {(*a)[0], g},
+                                ir::convAttributes(Op::conv2d_backward_weight, c));
+        return std::vector<Tensor>{gx, gw};
+      };
+    }
+    // conv_transpose2d (y = conv_transpose2d(x, w) is the input of a
+    // convolution whose output is x): gx = conv2d(g, w), gw =
+    // conv2d_backward_weight(g, x).
+    case Op::conv_transpose2d: {
+      const bool dx = a->needs(0), dw = a->needs(1);
+      if (dx) a->save(1);
+      if (dw) a->save(0);
+      ir::ConvAttrs c = ir::convAttrs(op, attrs);
+      const Shape& w = a->original(1).tensor.shape();
+      c.kernel = {w[2], w[3]};
+      return [a, dx, dw, c](const Tensor& g) {
+        Tensor gx, gw;
+        if (dx) gx = detail::dispatch(Op::conv2d, {g, (*a)[1]}, ir::convAttributes(Op::conv2d, c));
+        if (dw)
+          gw = detail::dispatch(Op::conv2d_backward_weight, {g, (*a)[0]},
+                                ir::convAttributes(Op::conv2d_backward_weight, c));
+        return std::vector<Tensor>{gx, gw};
+      };
+    }
     // No gradient: integer or bool results, random fills and constants.
     case Op::attention_backward:  // not differentiable twice: Note [Flash attention on the CPU]
+    case Op::conv2d_backward_weight:  // not differentiable twice (docs/convolution.md)
     case Op::eq:
     case Op::ne:
     case Op::lt:

@@ -8,6 +8,7 @@
 
 #include "frontend/nn/activation.h"
 #include "frontend/nn/clip_grad.h"
+#include "frontend/nn/conv.h"
 #include "frontend/nn/ddp.h"
 #include "frontend/nn/dropout.h"
 #include "frontend/nn/embedding.h"

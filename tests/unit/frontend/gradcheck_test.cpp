@@ -140,6 +140,40 @@ std::multimap<ir::Op, Case> cases() {
         return scaledDotProductAttention(x[0], x[1], x[2], o);
       },
       {leaf({2, 3, 4}, 81), leaf({2, 66, 4}, 82), leaf({2, 66, 2}, 83)});
+  // Convolutions (f64: kiln's direct loops, conv_transpose2d and
+  // conv2d_backward_weight as the gradients): stride with a floor that
+  // drops a row (output_padding), asymmetric "same" padding, dilation,
+  // groups, and an unbatched input.
+  add(Op::conv2d, "stride 2, padding 1, floor drops a row",
+      [](auto& x) {
+        Conv2dOptions o;
+        o.stride = {2, 2}, o.padding = std::array<int64_t, 2>{1, 1};
+        return conv2d(x[0], x[1], x[2], o);
+      },
+      {leaf({2, 3, 6, 5}, 84), leaf({4, 3, 3, 2}, 85), leaf({4}, 86)});
+  add(Op::conv2d, "same padding, dilation 2, groups 2",
+      [](auto& x) {
+        Conv2dOptions o;
+        o.padding = std::string("same"), o.dilation = {2, 1}, o.groups = 2;
+        return conv2d(x[0], x[1], Tensor(), o);
+      },
+      {leaf({1, 4, 5, 6}, 87), leaf({6, 2, 2, 3}, 88)});
+  add(Op::conv2d, "unbatched, strided view input",
+      [](auto& x) { return conv2d(x[0].transpose(1, 2), x[1]); }, {leaf({2, 4, 5}, 89), leaf({3, 2, 2, 2}, 90)});
+  add(Op::conv_transpose2d, "stride 2, output padding 1, groups 2",
+      [](auto& x) {
+        ConvTranspose2dOptions o;
+        o.stride = {2, 3}, o.padding = {1, 0}, o.outputPadding = {1, 2}, o.groups = 2;
+        return convTranspose2d(x[0], x[1], x[2], o);
+      },
+      {leaf({2, 4, 3, 3}, 91), leaf({4, 3, 3, 2}, 92), leaf({6}, 93)});
+  add(Op::conv_transpose2d, "dilation",
+      [](auto& x) {
+        ConvTranspose2dOptions o;
+        o.dilation = {2, 2};
+        return convTranspose2d(x[0], x[1], Tensor(), o);
+      },
+      {leaf({1, 2, 3, 4}, 94), leaf({2, 3, 2, 2}, 95)});
   return c;
 }
 
