@@ -135,11 +135,13 @@ TEST(Conv2d, ChannelsLastAndStridedInputsReadThroughTheirStrides) {
     const Tensor want = conv(g, x, w);
     const Tensor channelsLast = x.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2});
     ASSERT_EQ(channelsLast.stride(1), 1);
-    EXPECT_TRUE(allclose(conv(g, channelsLast, w), want, 1e-6, 1e-6)) << dtypeName(dtype);
+    // oneDNN may pick another kernel for another layout: f32 sums in
+    // another order (the sums here are of ~50 terms of magnitude ~1).
+    EXPECT_TRUE(allclose(conv(g, channelsLast, w), want, 1e-5, 1e-5)) << dtypeName(dtype);
     // A slice of a larger tensor: an offset and a row stride of its own.
     const Tensor big = randn({g.n, g.c, g.h + 3, g.w + 4}, gen).to(dtype);
     const Tensor view = big.slice(2, 1, 1 + g.h).slice(3, 2, 2 + g.w);
-    EXPECT_TRUE(allclose(conv(g, view, w), conv(g, view.contiguous(), w), 1e-6, 1e-6)) << dtypeName(dtype);
+    EXPECT_TRUE(allclose(conv(g, view, w), conv(g, view.contiguous(), w), 1e-5, 1e-5)) << dtypeName(dtype);
   }
 }
 
@@ -196,7 +198,7 @@ TEST(Conv2d, OneDnnGradientsEqualTheDirectLoops) {
     std::vector<Tensor> grads[2];
     for (int f32 = 0; f32 < 2; ++f32) {
       const DType dt = f32 ? DType::f32 : DType::f64;
-      const Tensor x = x64.to(dt).setRequiresGrad(), w = w64.to(dt).setRequiresGrad();
+      const Tensor x = x64.to(dt).detach().setRequiresGrad(), w = w64.to(dt).detach().setRequiresGrad();
       conv(g, x, w).backward(gy.to(dt));
       grads[f32] = {x.grad().to(DType::f64), w.grad().to(DType::f64)};
     }
@@ -264,13 +266,11 @@ TEST(Conv2d, MistakesNameTheOpAndTheShapes) {
               conv2d(x, zeros({3, 1, 3, 3}), Tensor(), groups);
             }).find("groups 3 must divide"),
             std::string::npos);
-  EXPECT_NE(errorOf([&] {
+  EXPECT_EQ(errorOf([&] {
               conv2d(x, zeros({2, 4, 7, 7}));
-            }).find("the output would be -"),
-            std::string::npos)
-      << errorOf([&] {
-           conv2d(x, zeros({2, 4, 7, 7}));
-         });
+            }),
+            "conv2d: the output would be 0x0: the padded input is smaller than the dilated kernel, got "
+            "f32[1,4,5,5]@cpu and f32[2,4,7,7]@cpu with padding [0, 0, 0, 0], dilation [1, 1]");
   Conv2dOptions same;
   same.padding = std::string("same"), same.stride = {2, 2};
   EXPECT_EQ(errorOf([&] {
