@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "codegen/blas_choice.h"
+#include "codegen/conv_choice.h"
 #include "codegen/cpu_compiler.h"
 #include "codegen/lowering_reduction.h"
 #include "codegen/target.h"
@@ -56,6 +57,7 @@ class CpuTarget final : public Target {
 
   const LibraryFunctions& libraries() const override {
     cpuBlasChoice();  // the machine's BLAS, before any matmul runs (Note [Choosing the BLAS])
+    installConvChoiceStore();  // Note [Choosing a convolution algorithm] in runtime/conv.cpp
     static const LibraryFunctions cpu{{&runtime::onHost<&runtime::matmul>},
                                       {&runtime::onHost<&runtime::indexSelect>},
                                       {&runtime::onHost<&runtime::indexAdd>},

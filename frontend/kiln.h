@@ -13,6 +13,7 @@
 #include "frontend/attention.h"
 #include "frontend/checkpoint.h"
 #include "frontend/autograd/autograd.h"
+#include "frontend/backends.h"
 #include "frontend/compile.h"
 #include "frontend/conv.h"
 #include "frontend/cuda.h"

@@ -28,8 +28,11 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/dtype.h"
@@ -64,18 +67,54 @@ struct ConvCall {
 /// The contiguous strides of an NCHW (or OIHW) tensor of these sizes.
 std::array<int64_t, 4> contiguousStrides(int64_t n, int64_t c, int64_t h, int64_t w);
 
+/// The CPU's algorithms (Note [Choosing a convolution algorithm] in
+/// runtime/conv.cpp).
+enum class ConvAlgorithm : uint8_t { onednn, onednnBlocked, direct };
+/// "onednn", "onednn_blocked", "direct" (KILN_CONV_ALGORITHM's values).
+std::string_view convAlgorithmName(ConvAlgorithm a);
+
+/// cudnn.benchmark's meaning for kiln's convolutions: the first call of
+/// each distinct convolution times the algorithms and keeps the fastest.
+/// Off by default; ignored under runtime::deterministic().
+void setConvBenchmark(bool enabled);
+bool convBenchmark();
+
+/// Where measured choices persist across processes: codegen installs the
+/// disk kernel cache (codegen/conv_choice.cpp); without one they live for
+/// the process.
+struct ConvChoiceStore {
+  std::string description;  ///< the machine's, part of every key
+  std::function<std::optional<std::string>(const std::string& key)> load;
+  std::function<void(const std::string& key, const std::string& value)> save;
+};
+void setConvChoiceStore(ConvChoiceStore store);
+
 /// The CPU library call (LibraryFn): buffers as ConvCall says, args
-/// ConvCall::encode(). f32 and bf16 on oneDNN where the build has it, every
-/// float dtype through kiln's direct loops otherwise (runtime/conv.cpp).
+/// ConvCall::encode(), on the algorithm chosen for it.
 void conv(const LibraryCall& call);
 
 namespace detail {
-/// kiln's direct loops on the host for any float dtype: the reference the
-/// other implementations are tested against, and the path for f64 and f16.
-/// buffers as ConvCall says.
+/// kiln's direct loops on the host for any float dtype
+/// (runtime/conv_direct.cpp); buffers as ConvCall says.
 void convDirect(const ConvCall& call, std::span<void* const> buffers);
-/// How the CPU runs this call: "onednn:<oneDNN's implementation>" or
-/// "direct" (kiln's loops): for kiln-env, kiln-bench and the tests.
+/// Runs the call on oneDNN (runtime/conv_onednn.cpp), on its own layouts
+/// (`blocked`) or kiln's; false, having written nothing, when oneDNN has no
+/// kernel for it but its reference one, or no oneDNN in the build.
+bool oneDnnConv(const ConvCall& call, bool blocked, std::span<void* const> buffers, int threads);
+/// oneDNN's implementation for that variant ("brgconv:avx512_core", ...),
+/// or "" when oneDnnConv would refuse it.
+std::string oneDnnConvImplementation(const ConvCall& call, bool blocked, int threads);
+/// The algorithms available for the call, in the default order.
+std::vector<ConvAlgorithm> convCandidates(const ConvCall& call, int threads);
+/// The algorithm conv() runs the call on; measures on `buffers` when the
+/// benchmark setting asks for it and nothing is kept (empty buffers: the
+/// default instead of measuring).
+ConvAlgorithm convAlgorithmFor(const ConvCall& call, int threads, std::span<void* const> buffers);
+/// Forgets this process's measured choices (the store keeps its own): for
+/// the tests.
+void forgetConvChoices();
+/// How the CPU runs the call now: "onednn_blocked: brgconv:avx512_core",
+/// "onednn: gemm:jit", "direct": for kiln-env, kiln-bench and the tests.
 std::string convImplementation(const ConvCall& call);
 }  // namespace detail
 

@@ -31,10 +31,12 @@ const char* oneDnnImplementation(const_dnnl_primitive_desc_t pd) {
   return impl ? impl : "";
 }
 
-void* oneDnnThreadScratch(size_t bytes) {
-  thread_local std::vector<char> scratch;
-  if (scratch.size() < bytes) scratch.resize(bytes);
-  return scratch.data();
+void* oneDnnThreadScratch(size_t bytes, int slot) {
+  thread_local std::vector<char> scratch[4];
+  KILN_ASSERT(slot >= 0 && slot < 4, "oneDNN scratch slot {}", slot);
+  std::vector<char>& s = scratch[slot];
+  if (s.size() < bytes) s.resize(bytes);
+  return s.data();
 }
 
 OneDnnMemory::OneDnnMemory(const dnnl_memory_desc_t& desc, const void* data) {

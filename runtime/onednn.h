@@ -34,8 +34,9 @@ dnnl_stream_t oneDnnThreadStream();
 const char* oneDnnImplementation(const_dnnl_primitive_desc_t pd);
 /// A growable scratch buffer of the calling thread, at least `bytes` long
 /// (primitives made with dnnl_scratchpad_mode_user run on it, so that kiln's
-/// threads may each run one at once).
-void* oneDnnThreadScratch(size_t bytes);
+/// threads may each run one at once); `slot` 0 to 3 names one of four
+/// (a scratchpad and reordered operands).
+void* oneDnnThreadScratch(size_t bytes, int slot = 0);
 
 /// A oneDNN memory object over memory kiln owns.
 class OneDnnMemory {

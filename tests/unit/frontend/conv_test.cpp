@@ -6,16 +6,21 @@
 // the errors.
 #include "ir/conv.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 
+#include "codegen/disk_cache.h"
+#include "codegen/target.h"
 #include "common/error_of.h"
 #include "common/same_bits.h"
 #include "frontend/kiln.h"
 #include "runtime/blas.h"
 #include "runtime/conv.h"
+#include "runtime/thread_pool.h"
 
 namespace kiln {
 namespace {
@@ -359,6 +364,39 @@ TEST(Conv2d, OnAnOpenClDevice) {
   sum(pow(got, 2.0)).backward();
   EXPECT_TRUE(allclose(xd.grad().to(Device::cpu()), xc.grad(), 1e-4, 1e-4));
   EXPECT_TRUE(allclose(wd.grad().to(Device::cpu()), wc.grad(), 1e-4, 1e-4));
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(Conv2d, BenchmarkModeKeepsItsChoiceInTheDiskCache) {
+  codegen::DiskCache& cache = codegen::DiskCache::instance();
+  if (!cache.enabled()) GTEST_SKIP() << "the disk kernel cache is off";
+  Generator gen(8);
+  const Tensor x = randn({1, 3, 11, 13}, gen), w = randn({5, 3, 3, 3}, gen);
+  Conv2dOptions o;
+  o.padding = std::array<int64_t, 2>{1, 1};
+  const Tensor plain = conv2d(x, w, Tensor(), o);
+  runtime::ConvCall k;
+  k.n = 1, k.c = 3, k.h = 11, k.w = 13, k.o = 5, k.kh = 3, k.kw = 3, k.ho = 11, k.wo = 13, k.padTop = 1, k.padLeft = 1;
+  k.xStrides = runtime::contiguousStrides(1, 3, 11, 13), k.wStrides = runtime::contiguousStrides(5, 3, 3, 3);
+  const int threads = runtime::ThreadPool::instance().numThreads();
+  if (runtime::detail::convCandidates(k, threads).size() < 2) GTEST_SKIP() << "one algorithm only (no oneDNN)";
+  const std::string key =
+      fmt::format("conv-choice/v1/{}/{}/threads {}", codegen::cpuTarget().description(Device::cpu()),
+                  fmt::join(k.encode(), ","), threads);
+  backends::setBenchmark(true);
+  const Tensor measured = conv2d(x, w, Tensor(), o);
+  backends::setBenchmark(false);
+  runtime::detail::forgetConvChoices();
+  const std::optional<std::string> kept = cache.load(key);
+  ASSERT_TRUE(kept.has_value()) << key;
+  const std::string chosen = kept->substr(0, kept->find(' '));
+  EXPECT_TRUE(chosen == "onednn" || chosen == "onednn_blocked" || chosen == "direct") << *kept;
+  EXPECT_TRUE(allclose(measured, plain, 1e-5, 1e-5));
 }
 
 }  // namespace
