@@ -1,0 +1,211 @@
+// The OpenCL C of the conv program (runtime/opencl_kernels.h): the three
+// direct convolutions of runtime/conv.h that runtime/opencl_conv.cpp
+// launches, for f32, f64 (inside #ifdef cl_khr_fp64), f16 and bf16, each
+// computing $T = 1 or 4 result channels per work-item.
+//
+// Each kernel follows conv.h's formula
+//   y[n, o, i, j] = Σ_{c in o's group, p, q}
+//                   x[n, c, i·sh + p·dh − pt, j·sw + q·dw − pl] · w[o, c − g·C/G, p, q]
+// solved for the tensor it writes:
+// - forward: one work-item per (n, tile of $T output channels of one group,
+//   i, j), j fastest; it sums over the group's input channels and the
+//   window positions (p, q) that land inside x (their ranges computed once,
+//   so the inner loops have no test), each x element loaded once for the
+//   $T channels.
+// - transpose (x's gradient): one work-item per (n, tile of $T input
+//   channels, ih, iw); the window positions whose ih + pt − p·dh is a
+//   multiple of sh, with quotient i in [0, HO) (and the same along the
+//   width), then the group's output channels.
+// - weightGrad (w's gradient): one work-item per (tile of $T output
+//   channels, c, p, q); the sum over n, i, j, the (i, j) ranges for which
+//   x is read computed once.
+// f16 and bf16 are loaded exactly to float and summed in float (their
+// products are exact there), f32 in float, f64 in double; the result is
+// rounded once (the prelude's kiln_load_* / kiln_store_*). Contraction to
+// FMA is off (the prelude's pragma). No kernel has a barrier.
+#if KILN_HAVE_OPENCL
+#include <string>
+
+#include "runtime/opencl_kernels.h"
+
+namespace kiln::runtime::opencl {
+
+namespace {
+
+// The argument struct (ConvArgs in runtime/opencl_kernels.h) and the range
+// helpers: for start + k·step (step > 0), the first k >= 0 at which it is
+// >= 0, and the first at which it is >= limit.
+constexpr const char* kConvCommon = R"CL(
+typedef struct {
+  long total, offsets[3];
+  long n, c, h, w, o, kh, kw, ho, wo;
+  long strideH, strideW, padTop, padLeft, dilationH, dilationW, groups;
+  long xStrides[4], wStrides[4], yStrides[4];
+} ConvArgs;
+
+static inline long kiln_conv_first(long start, long step) { return start >= 0 ? 0 : (step - 1 - start) / step; }
+static inline long kiln_conv_end(long start, long step, long limit) {
+  return start >= limit ? 0 : (limit - start + step - 1) / step;
+}
+)CL";
+
+// $N: dtype name, $S: its storage type, $A: the type it is summed in, $T:
+// result channels per work-item. Channels past the end of the tile's group
+// repeat its last channel's reads and are not written.
+constexpr const char* kForward = R"CL(
+KILN_KERNEL kiln_conv_forward_$N_t$T(__global const $S* x, __global const $S* w, __global $S* y, ConvArgs a) {
+  const long e = (long)get_global_id(0);
+  if (e >= a.total) return;
+  const long og = a.o / a.groups, cg = a.c / a.groups, tiles = (og + $T - 1) / $T;
+  const long j = e % a.wo;
+  long rest = e / a.wo;
+  const long i = rest % a.ho;
+  rest /= a.ho;
+  const long tile = rest % (a.groups * tiles), n = rest / (a.groups * tiles);
+  const long g = tile / tiles, o0 = g * og + tile % tiles * $T, count = min((long)$T, g * og + og - o0);
+  const long ih0 = i * a.strideH - a.padTop, iw0 = j * a.strideW - a.padLeft;
+  const long pEnd = min(a.kh, kiln_conv_end(ih0, a.dilationH, a.h));
+  const long pBegin = min(kiln_conv_first(ih0, a.dilationH), pEnd);
+  const long qEnd = min(a.kw, kiln_conv_end(iw0, a.dilationW, a.w));
+  const long qBegin = min(kiln_conv_first(iw0, a.dilationW), qEnd);
+  __global const $S* xg = x + a.offsets[0] + n * a.xStrides[0] + g * cg * a.xStrides[1];
+  __global const $S* wOut = w + a.offsets[1] + o0 * a.wStrides[0];
+  long wt[$T];
+  $A acc[$T];
+  for (int t = 0; t < $T; ++t) {
+    wt[t] = min((long)t, count - 1) * a.wStrides[0];
+    acc[t] = ($A)0;
+  }
+  for (long c = 0; c < cg; ++c)
+    for (long p = pBegin; p < pEnd; ++p) {
+      __global const $S* xr = xg + c * a.xStrides[1] + (ih0 + p * a.dilationH) * a.xStrides[2];
+      __global const $S* wr = wOut + c * a.wStrides[1] + p * a.wStrides[2];
+      for (long q = qBegin; q < qEnd; ++q) {
+        const $A v = kiln_load_$N(xr[(iw0 + q * a.dilationW) * a.xStrides[3]]);
+        for (int t = 0; t < $T; ++t) acc[t] += v * kiln_load_$N(wr[wt[t] + q * a.wStrides[3]]);
+      }
+    }
+  __global $S* out = y + a.offsets[2] + n * a.yStrides[0] + o0 * a.yStrides[1] + i * a.yStrides[2] + j * a.yStrides[3];
+  for (int t = 0; t < $T; ++t)
+    if (t < count) out[t * a.yStrides[1]] = kiln_store_$N(acc[t]);
+}
+)CL";
+
+// $T input channels per work-item; p falls through the window while
+// ih + pt − p·dh stays >= 0 (dilation >= 1), so the loop stops at the
+// first negative one.
+constexpr const char* kTranspose = R"CL(
+KILN_KERNEL kiln_conv_transpose_$N_t$T(__global const $S* y, __global const $S* w, __global $S* x, ConvArgs a) {
+  const long e = (long)get_global_id(0);
+  if (e >= a.total) return;
+  const long og = a.o / a.groups, cg = a.c / a.groups, tiles = (cg + $T - 1) / $T;
+  const long iw = e % a.w;
+  long rest = e / a.w;
+  const long ih = rest % a.h;
+  rest /= a.h;
+  const long tile = rest % (a.groups * tiles), n = rest / (a.groups * tiles);
+  const long g = tile / tiles, cl0 = tile % tiles * $T, count = min((long)$T, cg - cl0);
+  __global const $S* yg = y + a.offsets[0] + n * a.yStrides[0] + g * og * a.yStrides[1];
+  __global const $S* wg = w + a.offsets[1] + g * og * a.wStrides[0] + cl0 * a.wStrides[1];
+  long wt[$T];
+  $A acc[$T];
+  for (int t = 0; t < $T; ++t) {
+    wt[t] = min((long)t, count - 1) * a.wStrides[1];
+    acc[t] = ($A)0;
+  }
+  for (long p = 0; p < a.kh; ++p) {
+    const long at = ih + a.padTop - p * a.dilationH;
+    if (at < 0) break;
+    if (at % a.strideH != 0) continue;
+    const long i = at / a.strideH;
+    if (i >= a.ho) continue;
+    for (long q = 0; q < a.kw; ++q) {
+      const long bt = iw + a.padLeft - q * a.dilationW;
+      if (bt < 0) break;
+      if (bt % a.strideW != 0) continue;
+      const long j = bt / a.strideW;
+      if (j >= a.wo) continue;
+      __global const $S* yp = yg + i * a.yStrides[2] + j * a.yStrides[3];
+      __global const $S* wp = wg + p * a.wStrides[2] + q * a.wStrides[3];
+      for (long o = 0; o < og; ++o) {
+        const $A v = kiln_load_$N(yp[o * a.yStrides[1]]);
+        for (int t = 0; t < $T; ++t) acc[t] += v * kiln_load_$N(wp[o * a.wStrides[0] + wt[t]]);
+      }
+    }
+  }
+  __global $S* out = x + a.offsets[2] + n * a.xStrides[0] + (g * cg + cl0) * a.xStrides[1] + ih * a.xStrides[2] +
+                     iw * a.xStrides[3];
+  for (int t = 0; t < $T; ++t)
+    if (t < count) out[t * a.xStrides[1]] = kiln_store_$N(acc[t]);
+}
+)CL";
+
+// $T output channels per work-item.
+constexpr const char* kWeightGrad = R"CL(
+KILN_KERNEL kiln_conv_weight_grad_$N_t$T(__global const $S* x, __global const $S* y, __global $S* w, ConvArgs a) {
+  const long e = (long)get_global_id(0);
+  if (e >= a.total) return;
+  const long og = a.o / a.groups, cg = a.c / a.groups, tiles = (og + $T - 1) / $T;
+  const long q = e % a.kw;
+  long rest = e / a.kw;
+  const long p = rest % a.kh;
+  rest /= a.kh;
+  const long c = rest % cg, tile = rest / cg;
+  const long g = tile / tiles, o0 = g * og + tile % tiles * $T, count = min((long)$T, g * og + og - o0);
+  const long ih0 = p * a.dilationH - a.padTop, iw0 = q * a.dilationW - a.padLeft;
+  const long iEnd = min(a.ho, kiln_conv_end(ih0, a.strideH, a.h));
+  const long iBegin = min(kiln_conv_first(ih0, a.strideH), iEnd);
+  const long jEnd = min(a.wo, kiln_conv_end(iw0, a.strideW, a.w));
+  const long jBegin = min(kiln_conv_first(iw0, a.strideW), jEnd);
+  __global const $S* xc = x + a.offsets[0] + (g * cg + c) * a.xStrides[1];
+  __global const $S* yo = y + a.offsets[1] + o0 * a.yStrides[1];
+  long yt[$T];
+  $A acc[$T];
+  for (int t = 0; t < $T; ++t) {
+    yt[t] = min((long)t, count - 1) * a.yStrides[1];
+    acc[t] = ($A)0;
+  }
+  for (long n = 0; n < a.n; ++n)
+    for (long i = iBegin; i < iEnd; ++i) {
+      __global const $S* xr = xc + n * a.xStrides[0] + (ih0 + i * a.strideH) * a.xStrides[2];
+      __global const $S* yr = yo + n * a.yStrides[0] + i * a.yStrides[2];
+      for (long j = jBegin; j < jEnd; ++j) {
+        const $A v = kiln_load_$N(xr[(iw0 + j * a.strideW) * a.xStrides[3]]);
+        for (int t = 0; t < $T; ++t) acc[t] += v * kiln_load_$N(yr[yt[t] + j * a.yStrides[3]]);
+      }
+    }
+  __global $S* out = w + a.offsets[2] + o0 * a.wStrides[0] + c * a.wStrides[1] + p * a.wStrides[2] + q * a.wStrides[3];
+  for (int t = 0; t < $T; ++t)
+    if (t < count) out[t * a.wStrides[0]] = kiln_store_$N(acc[t]);
+}
+)CL";
+
+struct ConvDType {
+  const char* name;
+  const char* storage;
+  const char* sum;
+  bool fp64;
+};
+constexpr ConvDType kConvDTypes[] = {
+    {"f32", "float", "float", false},
+    {"f64", "double", "double", true},
+    {"f16", "ushort", "float", false},
+    {"bf16", "ushort", "float", false},
+};
+
+}  // namespace
+
+std::string convKernelSource() {
+  std::string source = kConvCommon;
+  for (const ConvDType& t : kConvDTypes) {
+    std::string kernels;
+    for (const char* tile : {"1", "4"})
+      for (const char* text : {kForward, kTranspose, kWeightGrad})
+        kernels += instantiate(text, {{"$N", t.name}, {"$S", t.storage}, {"$A", t.sum}, {"$T", tile}});
+    source += t.fp64 ? "#ifdef cl_khr_fp64\n" + kernels + "#endif\n" : kernels;
+  }
+  return source;
+}
+
+}  // namespace kiln::runtime::opencl
+#endif  // KILN_HAVE_OPENCL
