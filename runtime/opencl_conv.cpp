@@ -48,7 +48,8 @@ const char* kernelName(ConvCall::Kind kind) {
   return "";
 }
 
-constexpr int64_t kTile = 4;  ///< result channels per work-item where a group has that many
+constexpr int64_t kTile = 4;     ///< result channels per work-item where a group has that many
+constexpr int64_t kColumns = 4;  ///< forward: output columns per work-item
 
 }  // namespace
 
@@ -81,7 +82,7 @@ void conv(const LibraryCall& call) {
   switch (c.kind) {
     case ConvCall::Kind::forward:
       ys = contiguousStrides(c.n, c.o, c.ho, c.wo);
-      channels = og, spatial = c.n * c.ho * c.wo;
+      channels = og, spatial = c.n * c.ho * ((c.wo + kColumns - 1) / kColumns);
       break;
     case ConvCall::Kind::transpose:
       xs = contiguousStrides(c.n, c.c, c.h, c.w);

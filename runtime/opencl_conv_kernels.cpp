@@ -49,45 +49,69 @@ static inline long kiln_conv_end(long start, long step, long limit) {
 }
 )CL";
 
-// $N: dtype name, $S: its storage type, $A: the type it is summed in, $T:
-// result channels per work-item. Channels past the end of the tile's group
-// repeat its last channel's reads and are not written.
+// $N: dtype name, $S: its storage type, $A: the type it is summed in, $V:
+// a vector of 4 of those, $T: result channels per work-item. Channels past
+// the end of the tile's group repeat its last channel's reads and are not
+// written.
+//
+// Forward computes 4 neighbouring output columns j0..j0+3 at once, as one
+// $V per channel: each w element loaded is used for 4 columns, each x
+// element for $T channels. Where all 4 columns read inside x (the q in
+// [qa, qb)), their x elements are loaded without tests; elsewhere each
+// column is tested, and one outside x (or past the last column) reads 0.
 constexpr const char* kForward = R"CL(
 KILN_KERNEL kiln_conv_forward_$N_t$T(__global const $S* x, __global const $S* w, __global $S* y, ConvArgs a) {
   const long e = (long)get_global_id(0);
   if (e >= a.total) return;
-  const long og = a.o / a.groups, cg = a.c / a.groups, tiles = (og + $T - 1) / $T;
-  const long j = e % a.wo;
-  long rest = e / a.wo;
+  const long og = a.o / a.groups, cg = a.c / a.groups, tiles = (og + $T - 1) / $T, quads = (a.wo + 3) / 4;
+  const long j0 = e % quads * 4;
+  long rest = e / quads;
   const long i = rest % a.ho;
   rest /= a.ho;
   const long tile = rest % (a.groups * tiles), n = rest / (a.groups * tiles);
   const long g = tile / tiles, o0 = g * og + tile % tiles * $T, count = min((long)$T, g * og + og - o0);
-  const long ih0 = i * a.strideH - a.padTop, iw0 = j * a.strideW - a.padLeft;
+  const long lanes = min(4L, a.wo - j0);
+  const long ih0 = i * a.strideH - a.padTop, iw0 = j0 * a.strideW - a.padLeft, step = a.strideW * a.xStrides[3];
   const long pEnd = min(a.kh, kiln_conv_end(ih0, a.dilationH, a.h));
   const long pBegin = min(kiln_conv_first(ih0, a.dilationH), pEnd);
-  const long qEnd = min(a.kw, kiln_conv_end(iw0, a.dilationW, a.w));
-  const long qBegin = min(kiln_conv_first(iw0, a.dilationW), qEnd);
+  const long qb = lanes == 4 ? min(a.kw, kiln_conv_end(iw0 + 3 * a.strideW, a.dilationW, a.w)) : 0;
+  const long qa = min(kiln_conv_first(iw0, a.dilationW), qb);
   __global const $S* xg = x + a.offsets[0] + n * a.xStrides[0] + g * cg * a.xStrides[1];
   __global const $S* wOut = w + a.offsets[1] + o0 * a.wStrides[0];
   long wt[$T];
-  $A acc[$T];
+  $V acc[$T];
   for (int t = 0; t < $T; ++t) {
     wt[t] = min((long)t, count - 1) * a.wStrides[0];
-    acc[t] = ($A)0;
+    acc[t] = ($V)0;
   }
   for (long c = 0; c < cg; ++c)
     for (long p = pBegin; p < pEnd; ++p) {
       __global const $S* xr = xg + c * a.xStrides[1] + (ih0 + p * a.dilationH) * a.xStrides[2];
       __global const $S* wr = wOut + c * a.wStrides[1] + p * a.wStrides[2];
-      for (long q = qBegin; q < qEnd; ++q) {
-        const $A v = kiln_load_$N(xr[(iw0 + q * a.dilationW) * a.xStrides[3]]);
-        for (int t = 0; t < $T; ++t) acc[t] += v * kiln_load_$N(wr[wt[t] + q * a.wStrides[3]]);
+      for (long q = 0; q < a.kw; ++q) {
+        const long iw = iw0 + q * a.dilationW;
+        $V v;
+        if (q >= qa && q < qb) {
+          __global const $S* xp = xr + iw * a.xStrides[3];
+          v = ($V)(kiln_load_$N(xp[0]), kiln_load_$N(xp[step]), kiln_load_$N(xp[2 * step]),
+                   kiln_load_$N(xp[3 * step]));
+        } else {
+          $A lane[4];
+          for (int k = 0; k < 4; ++k) {
+            const long at = iw + k * a.strideW;
+            lane[k] = k < lanes && at >= 0 && at < a.w ? kiln_load_$N(xr[at * a.xStrides[3]]) : ($A)0;
+          }
+          v = ($V)(lane[0], lane[1], lane[2], lane[3]);
+        }
+        for (int t = 0; t < $T; ++t) acc[t] += v * ($V)kiln_load_$N(wr[wt[t] + q * a.wStrides[3]]);
       }
     }
-  __global $S* out = y + a.offsets[2] + n * a.yStrides[0] + o0 * a.yStrides[1] + i * a.yStrides[2] + j * a.yStrides[3];
-  for (int t = 0; t < $T; ++t)
-    if (t < count) out[t * a.yStrides[1]] = kiln_store_$N(acc[t]);
+  __global $S* out = y + a.offsets[2] + n * a.yStrides[0] + o0 * a.yStrides[1] + i * a.yStrides[2] + j0 * a.yStrides[3];
+  for (int t = 0; t < $T; ++t) {
+    const $A r[4] = {acc[t].s0, acc[t].s1, acc[t].s2, acc[t].s3};
+    for (int k = 0; k < 4; ++k)
+      if (t < count && k < lanes) out[t * a.yStrides[1] + k * a.yStrides[3]] = kiln_store_$N(r[k]);
+  }
 }
 )CL";
 
@@ -184,13 +208,14 @@ struct ConvDType {
   const char* name;
   const char* storage;
   const char* sum;
+  const char* sum4;
   bool fp64;
 };
 constexpr ConvDType kConvDTypes[] = {
-    {"f32", "float", "float", false},
-    {"f64", "double", "double", true},
-    {"f16", "ushort", "float", false},
-    {"bf16", "ushort", "float", false},
+    {"f32", "float", "float", "float4", false},
+    {"f64", "double", "double", "double4", true},
+    {"f16", "ushort", "float", "float4", false},
+    {"bf16", "ushort", "float", "float4", false},
 };
 
 }  // namespace
@@ -201,7 +226,7 @@ std::string convKernelSource() {
     std::string kernels;
     for (const char* tile : {"1", "4"})
       for (const char* text : {kForward, kTranspose, kWeightGrad})
-        kernels += instantiate(text, {{"$N", t.name}, {"$S", t.storage}, {"$A", t.sum}, {"$T", tile}});
+        kernels += instantiate(text, {{"$N", t.name}, {"$S", t.storage}, {"$A", t.sum}, {"$V", t.sum4}, {"$T", tile}});
     source += t.fp64 ? "#ifdef cl_khr_fp64\n" + kernels + "#endif\n" : kernels;
   }
   return source;
