@@ -49,7 +49,7 @@ const char* kernelName(ConvCall::Kind kind) {
 }
 
 constexpr int64_t kTile = 4;     ///< result channels per work-item where a group has that many
-constexpr int64_t kColumns = 4;  ///< forward: output columns per work-item
+constexpr int64_t kColumns = 4;  ///< forward: y's columns per work-item; transpose: x's
 
 }  // namespace
 
@@ -86,7 +86,8 @@ void conv(const LibraryCall& call) {
       break;
     case ConvCall::Kind::transpose:
       xs = contiguousStrides(c.n, c.c, c.h, c.w);
-      channels = cg, spatial = c.n * c.h * c.w;
+      // Each residue of x's columns mod strideW in quads of kColumns.
+      channels = cg, spatial = c.n * c.h * c.strideW * (((c.w + c.strideW - 1) / c.strideW + kColumns - 1) / kColumns);
       break;
     case ConvCall::Kind::weightGrad:
       ws = contiguousStrides(c.o, cg, c.kh, c.kw);

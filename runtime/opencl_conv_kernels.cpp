@@ -115,27 +115,37 @@ KILN_KERNEL kiln_conv_forward_$N_t$T(__global const $S* x, __global const $S* w,
 }
 )CL";
 
-// $T input channels per work-item; p falls through the window while
-// ih + pt − p·dh stays >= 0 (dilation >= 1), so the loop stops at the
-// first negative one.
+// $T input channels per work-item, and 4 columns of x, sw apart: iw0 + k·sw
+// for k = 0..3, iw0 = r + 4·m·sw (each residue r of the columns mod sw in
+// quads). The 4 columns then share which window columns q reach them
+// (iw + pl − q·dw divisible by sw), and read 4 neighbouring columns
+// j0..j0+3 of y, loaded without tests where all 4 are inside y; each w
+// element loaded is used for 4 columns, each y element for $T channels. p
+// falls through the window while ih + pt − p·dh stays >= 0 (dilation >= 1),
+// so the loop stops at the first negative one.
 constexpr const char* kTranspose = R"CL(
 KILN_KERNEL kiln_conv_transpose_$N_t$T(__global const $S* y, __global const $S* w, __global $S* x, ConvArgs a) {
   const long e = (long)get_global_id(0);
   if (e >= a.total) return;
   const long og = a.o / a.groups, cg = a.c / a.groups, tiles = (cg + $T - 1) / $T;
-  const long iw = e % a.w;
-  long rest = e / a.w;
+  const long sw = a.strideW, quads = ((a.w + sw - 1) / sw + 3) / 4;
+  const long m = e % quads;
+  long rest = e / quads;
+  const long r = rest % sw;
+  rest /= sw;
   const long ih = rest % a.h;
   rest /= a.h;
   const long tile = rest % (a.groups * tiles), n = rest / (a.groups * tiles);
   const long g = tile / tiles, cl0 = tile % tiles * $T, count = min((long)$T, cg - cl0);
+  const long iw0 = r + 4 * m * sw, lanes = clamp((a.w - iw0 + sw - 1) / sw, 0L, 4L);
+  if (lanes == 0) return;  // past the last column of residue r
   __global const $S* yg = y + a.offsets[0] + n * a.yStrides[0] + g * og * a.yStrides[1];
   __global const $S* wg = w + a.offsets[1] + g * og * a.wStrides[0] + cl0 * a.wStrides[1];
   long wt[$T];
-  $A acc[$T];
+  $V acc[$T];
   for (int t = 0; t < $T; ++t) {
     wt[t] = min((long)t, count - 1) * a.wStrides[1];
-    acc[t] = ($A)0;
+    acc[t] = ($V)0;
   }
   for (long p = 0; p < a.kh; ++p) {
     const long at = ih + a.padTop - p * a.dilationH;
@@ -144,23 +154,39 @@ KILN_KERNEL kiln_conv_transpose_$N_t$T(__global const $S* y, __global const $S* 
     const long i = at / a.strideH;
     if (i >= a.ho) continue;
     for (long q = 0; q < a.kw; ++q) {
-      const long bt = iw + a.padLeft - q * a.dilationW;
-      if (bt < 0) break;
-      if (bt % a.strideW != 0) continue;
-      const long j = bt / a.strideW;
-      if (j >= a.wo) continue;
-      __global const $S* yp = yg + i * a.yStrides[2] + j * a.yStrides[3];
+      const long bt = iw0 + a.padLeft - q * a.dilationW;
+      if ((bt % sw + sw) % sw != 0) continue;
+      const long j0 = bt / sw;  // exact; lane k reads column j0 + k of y
+      const long kLo = max(0L, -j0), kHi = min(lanes, a.wo - j0);
+      if (kLo >= kHi) continue;
+      __global const $S* yi = yg + i * a.yStrides[2];
       __global const $S* wp = wg + p * a.wStrides[2] + q * a.wStrides[3];
-      for (long o = 0; o < og; ++o) {
-        const $A v = kiln_load_$N(yp[o * a.yStrides[1]]);
-        for (int t = 0; t < $T; ++t) acc[t] += v * kiln_load_$N(wp[o * a.wStrides[0] + wt[t]]);
+      if (kLo == 0 && kHi == 4) {
+        __global const $S* yp = yi + j0 * a.yStrides[3];
+        const long s = a.yStrides[3];
+        for (long o = 0; o < og; ++o) {
+          __global const $S* yo = yp + o * a.yStrides[1];
+          const $V v = ($V)(kiln_load_$N(yo[0]), kiln_load_$N(yo[s]), kiln_load_$N(yo[2 * s]), kiln_load_$N(yo[3 * s]));
+          for (int t = 0; t < $T; ++t) acc[t] += v * ($V)kiln_load_$N(wp[o * a.wStrides[0] + wt[t]]);
+        }
+      } else {
+        for (long o = 0; o < og; ++o) {
+          $A lane[4];
+          for (int k = 0; k < 4; ++k)
+            lane[k] = k >= kLo && k < kHi ? kiln_load_$N(yi[o * a.yStrides[1] + (j0 + k) * a.yStrides[3]]) : ($A)0;
+          const $V v = ($V)(lane[0], lane[1], lane[2], lane[3]);
+          for (int t = 0; t < $T; ++t) acc[t] += v * ($V)kiln_load_$N(wp[o * a.wStrides[0] + wt[t]]);
+        }
       }
     }
   }
   __global $S* out = x + a.offsets[2] + n * a.xStrides[0] + (g * cg + cl0) * a.xStrides[1] + ih * a.xStrides[2] +
-                     iw * a.xStrides[3];
-  for (int t = 0; t < $T; ++t)
-    if (t < count) out[t * a.xStrides[1]] = kiln_store_$N(acc[t]);
+                     iw0 * a.xStrides[3];
+  for (int t = 0; t < $T; ++t) {
+    const $A v[4] = {acc[t].s0, acc[t].s1, acc[t].s2, acc[t].s3};
+    for (int k = 0; k < 4; ++k)
+      if (t < count && k < lanes) out[t * a.xStrides[1] + k * sw * a.xStrides[3]] = kiln_store_$N(v[k]);
+  }
 }
 )CL";
 
