@@ -49,7 +49,7 @@ const char* kernelName(ConvCall::Kind kind) {
 }
 
 constexpr int64_t kTile = 4;     ///< result channels per work-item where a group has that many
-constexpr int64_t kColumns = 4;  ///< forward: y's columns per work-item; transpose: x's
+constexpr int64_t kColumns = 4;  ///< columns per work-item: y's (forward), x's (transpose), w's (weightGrad)
 
 }  // namespace
 
@@ -91,7 +91,7 @@ void conv(const LibraryCall& call) {
       break;
     case ConvCall::Kind::weightGrad:
       ws = contiguousStrides(c.o, cg, c.kh, c.kw);
-      channels = og, spatial = cg * c.kh * c.kw;
+      channels = og, spatial = cg * c.kh * ((c.kw + kColumns - 1) / kColumns);
       break;
   }
   std::copy(xs.begin(), xs.end(), a.xStrides);

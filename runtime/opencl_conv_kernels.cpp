@@ -190,43 +190,70 @@ KILN_KERNEL kiln_conv_transpose_$N_t$T(__global const $S* y, __global const $S* 
 }
 )CL";
 
-// $T output channels per work-item.
+// $T output channels per work-item, and 4 window columns q0..q0+3 (fewer
+// in the last quad of a row of the window: the lanes past it repeat the
+// last one's reads and are not written). For each (n, i, j) the $T
+// channels share the 4 x elements and the 4 columns share each y element.
+// Where all the columns read inside x (j in [jFast, jFastEnd)), x is loaded
+// without tests; elsewhere each column is tested and reads 0 outside.
 constexpr const char* kWeightGrad = R"CL(
 KILN_KERNEL kiln_conv_weight_grad_$N_t$T(__global const $S* x, __global const $S* y, __global $S* w, ConvArgs a) {
   const long e = (long)get_global_id(0);
   if (e >= a.total) return;
-  const long og = a.o / a.groups, cg = a.c / a.groups, tiles = (og + $T - 1) / $T;
-  const long q = e % a.kw;
-  long rest = e / a.kw;
+  const long og = a.o / a.groups, cg = a.c / a.groups, tiles = (og + $T - 1) / $T, quads = (a.kw + 3) / 4;
+  const long q0 = e % quads * 4;
+  long rest = e / quads;
   const long p = rest % a.kh;
   rest /= a.kh;
   const long c = rest % cg, tile = rest / cg;
   const long g = tile / tiles, o0 = g * og + tile % tiles * $T, count = min((long)$T, g * og + og - o0);
-  const long ih0 = p * a.dilationH - a.padTop, iw0 = q * a.dilationW - a.padLeft;
+  const long lanes = min(4L, a.kw - q0);
+  // Lane k reads x's column j·sw + b + k·dw.
+  const long ih0 = p * a.dilationH - a.padTop, b = q0 * a.dilationW - a.padLeft, last = b + (lanes - 1) * a.dilationW;
   const long iEnd = min(a.ho, kiln_conv_end(ih0, a.strideH, a.h));
   const long iBegin = min(kiln_conv_first(ih0, a.strideH), iEnd);
-  const long jEnd = min(a.wo, kiln_conv_end(iw0, a.strideW, a.w));
-  const long jBegin = min(kiln_conv_first(iw0, a.strideW), jEnd);
+  // The j some column reads inside x, and those all of them do (the last
+  // column starts reading first and stops first).
+  const long jEnd = min(a.wo, kiln_conv_end(b, a.strideW, a.w));
+  const long jBegin = min(kiln_conv_first(last, a.strideW), jEnd);
+  const long jFast = kiln_conv_first(b, a.strideW), jFastEnd = min(a.wo, kiln_conv_end(last, a.strideW, a.w));
+  long lo[4];
+  for (int k = 0; k < 4; ++k) lo[k] = min((long)k, lanes - 1) * a.dilationW * a.xStrides[3];
   __global const $S* xc = x + a.offsets[0] + (g * cg + c) * a.xStrides[1];
   __global const $S* yo = y + a.offsets[1] + o0 * a.yStrides[1];
   long yt[$T];
-  $A acc[$T];
+  $V acc[$T];
   for (int t = 0; t < $T; ++t) {
     yt[t] = min((long)t, count - 1) * a.yStrides[1];
-    acc[t] = ($A)0;
+    acc[t] = ($V)0;
   }
   for (long n = 0; n < a.n; ++n)
     for (long i = iBegin; i < iEnd; ++i) {
       __global const $S* xr = xc + n * a.xStrides[0] + (ih0 + i * a.strideH) * a.xStrides[2];
       __global const $S* yr = yo + n * a.yStrides[0] + i * a.yStrides[2];
       for (long j = jBegin; j < jEnd; ++j) {
-        const $A v = kiln_load_$N(xr[(iw0 + j * a.strideW) * a.xStrides[3]]);
-        for (int t = 0; t < $T; ++t) acc[t] += v * kiln_load_$N(yr[yt[t] + j * a.yStrides[3]]);
+        const long at = j * a.strideW + b;
+        $V v;
+        if (j >= jFast && j < jFastEnd) {
+          __global const $S* xp = xr + at * a.xStrides[3];
+          v = ($V)(kiln_load_$N(xp[lo[0]]), kiln_load_$N(xp[lo[1]]), kiln_load_$N(xp[lo[2]]), kiln_load_$N(xp[lo[3]]));
+        } else {
+          $A lane[4];
+          for (int k = 0; k < 4; ++k) {
+            const long col = at + k * a.dilationW;
+            lane[k] = k < lanes && col >= 0 && col < a.w ? kiln_load_$N(xr[col * a.xStrides[3]]) : ($A)0;
+          }
+          v = ($V)(lane[0], lane[1], lane[2], lane[3]);
+        }
+        for (int t = 0; t < $T; ++t) acc[t] += v * ($V)kiln_load_$N(yr[yt[t] + j * a.yStrides[3]]);
       }
     }
-  __global $S* out = w + a.offsets[2] + o0 * a.wStrides[0] + c * a.wStrides[1] + p * a.wStrides[2] + q * a.wStrides[3];
-  for (int t = 0; t < $T; ++t)
-    if (t < count) out[t * a.wStrides[0]] = kiln_store_$N(acc[t]);
+  __global $S* out = w + a.offsets[2] + o0 * a.wStrides[0] + c * a.wStrides[1] + p * a.wStrides[2] + q0 * a.wStrides[3];
+  for (int t = 0; t < $T; ++t) {
+    const $A r[4] = {acc[t].s0, acc[t].s1, acc[t].s2, acc[t].s3};
+    for (int k = 0; k < 4; ++k)
+      if (t < count && k < lanes) out[t * a.wStrides[0] + k * a.wStrides[3]] = kiln_store_$N(r[k]);
+  }
 }
 )CL";
 
