@@ -156,6 +156,9 @@ std::vector<ConvCase> cases() {
                  {},
                  {},
                  {}});
+  // Two quads of window columns (weightGrad computes 4 a work-item), the
+  // second of 3.
+  all.push_back({"SevenWideWindow", geometry(1, 2, 5, 12, 4, 2, 7, 1, {1, 1}, {1, 1}, {0, 3, 0, 3}), {}, {}, {}});
   all.push_back({"OneByOne", geometry(2, 6, 5, 4, 8, 1, 1, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}), {}, {}, {}});
   // Every other row and column of x is skipped (padRight -1).
   all.push_back({"OneByOneStride2", geometry(2, 6, 5, 6, 4, 1, 1, 1, {2, 2}, {1, 1}, {0, 0, 0, -1}), {}, {}, {}});
