@@ -95,15 +95,20 @@ KILN_KERNEL kiln_conv_forward_$N_t$T(__global const $S* x, __global const $S* w,
           __global const $S* xp = xr + iw * a.xStrides[3];
           v = ($V)(kiln_load_$N(xp[0]), kiln_load_$N(xp[step]), kiln_load_$N(xp[2 * step]),
                    kiln_load_$N(xp[3 * step]));
+          for (int t = 0; t < $T; ++t) acc[t] += v * ($V)kiln_load_$N(wr[wt[t] + q * a.wStrides[3]]);
         } else {
           $A lane[4];
+          $K in[4];
           for (int k = 0; k < 4; ++k) {
             const long at = iw + k * a.strideW;
-            lane[k] = k < lanes && at >= 0 && at < a.w ? kiln_load_$N(xr[at * a.xStrides[3]]) : ($A)0;
+            in[k] = k < lanes && at >= 0 && at < a.w ? -1 : 0;
+            lane[k] = in[k] ? kiln_load_$N(xr[at * a.xStrides[3]]) : ($A)0;
           }
           v = ($V)(lane[0], lane[1], lane[2], lane[3]);
+          const $M mask = ($M)(in[0], in[1], in[2], in[3]);
+          for (int t = 0; t < $T; ++t)
+            acc[t] = select(acc[t], acc[t] + v * ($V)kiln_load_$N(wr[wt[t] + q * a.wStrides[3]]), mask);
         }
-        for (int t = 0; t < $T; ++t) acc[t] += v * ($V)kiln_load_$N(wr[wt[t] + q * a.wStrides[3]]);
       }
     }
   __global $S* out = y + a.offsets[2] + n * a.yStrides[0] + o0 * a.yStrides[1] + i * a.yStrides[2] + j0 * a.yStrides[3];
@@ -170,12 +175,16 @@ KILN_KERNEL kiln_conv_transpose_$N_t$T(__global const $S* y, __global const $S* 
           for (int t = 0; t < $T; ++t) acc[t] += v * ($V)kiln_load_$N(wp[o * a.wStrides[0] + wt[t]]);
         }
       } else {
+        $K in[4];
+        for (int k = 0; k < 4; ++k) in[k] = k >= kLo && k < kHi ? -1 : 0;
+        const $M mask = ($M)(in[0], in[1], in[2], in[3]);
         for (long o = 0; o < og; ++o) {
           $A lane[4];
           for (int k = 0; k < 4; ++k)
-            lane[k] = k >= kLo && k < kHi ? kiln_load_$N(yi[o * a.yStrides[1] + (j0 + k) * a.yStrides[3]]) : ($A)0;
+            lane[k] = in[k] ? kiln_load_$N(yi[o * a.yStrides[1] + (j0 + k) * a.yStrides[3]]) : ($A)0;
           const $V v = ($V)(lane[0], lane[1], lane[2], lane[3]);
-          for (int t = 0; t < $T; ++t) acc[t] += v * ($V)kiln_load_$N(wp[o * a.wStrides[0] + wt[t]]);
+          for (int t = 0; t < $T; ++t)
+            acc[t] = select(acc[t], acc[t] + v * ($V)kiln_load_$N(wp[o * a.wStrides[0] + wt[t]]), mask);
         }
       }
     }
@@ -237,15 +246,20 @@ KILN_KERNEL kiln_conv_weight_grad_$N_t$T(__global const $S* x, __global const $S
         if (j >= jFast && j < jFastEnd) {
           __global const $S* xp = xr + at * a.xStrides[3];
           v = ($V)(kiln_load_$N(xp[lo[0]]), kiln_load_$N(xp[lo[1]]), kiln_load_$N(xp[lo[2]]), kiln_load_$N(xp[lo[3]]));
+          for (int t = 0; t < $T; ++t) acc[t] += v * ($V)kiln_load_$N(yr[yt[t] + j * a.yStrides[3]]);
         } else {
           $A lane[4];
+          $K in[4];
           for (int k = 0; k < 4; ++k) {
             const long col = at + k * a.dilationW;
-            lane[k] = k < lanes && col >= 0 && col < a.w ? kiln_load_$N(xr[col * a.xStrides[3]]) : ($A)0;
+            in[k] = k < lanes && col >= 0 && col < a.w ? -1 : 0;
+            lane[k] = in[k] ? kiln_load_$N(xr[col * a.xStrides[3]]) : ($A)0;
           }
           v = ($V)(lane[0], lane[1], lane[2], lane[3]);
+          const $M mask = ($M)(in[0], in[1], in[2], in[3]);
+          for (int t = 0; t < $T; ++t)
+            acc[t] = select(acc[t], acc[t] + v * ($V)kiln_load_$N(yr[yt[t] + j * a.yStrides[3]]), mask);
         }
-        for (int t = 0; t < $T; ++t) acc[t] += v * ($V)kiln_load_$N(yr[yt[t] + j * a.yStrides[3]]);
       }
     }
   __global $S* out = w + a.offsets[2] + o0 * a.wStrides[0] + c * a.wStrides[1] + p * a.wStrides[2] + q0 * a.wStrides[3];
@@ -262,13 +276,15 @@ struct ConvDType {
   const char* storage;
   const char* sum;
   const char* sum4;
+  const char* mask;  // select()'s mask of a sum4: a lane is taken where its top bit is set
+  const char* mask4;
   bool fp64;
 };
 constexpr ConvDType kConvDTypes[] = {
-    {"f32", "float", "float", "float4", false},
-    {"f64", "double", "double", "double4", true},
-    {"f16", "ushort", "float", "float4", false},
-    {"bf16", "ushort", "float", "float4", false},
+    {"f32", "float", "float", "float4", "int", "int4", false},
+    {"f64", "double", "double", "double4", "long", "long4", true},
+    {"f16", "ushort", "float", "float4", "int", "int4", false},
+    {"bf16", "ushort", "float", "float4", "int", "int4", false},
 };
 
 }  // namespace
@@ -279,7 +295,13 @@ std::string convKernelSource() {
     std::string kernels;
     for (const char* tile : {"1", "4"})
       for (const char* text : {kForward, kTranspose, kWeightGrad})
-        kernels += instantiate(text, {{"$N", t.name}, {"$S", t.storage}, {"$A", t.sum}, {"$V", t.sum4}, {"$T", tile}});
+        kernels += instantiate(text, {{"$N", t.name},
+                                      {"$S", t.storage},
+                                      {"$A", t.sum},
+                                      {"$V", t.sum4},
+                                      {"$K", t.mask},
+                                      {"$M", t.mask4},
+                                      {"$T", tile}});
     source += t.fp64 ? "#ifdef cl_khr_fp64\n" + kernels + "#endif\n" : kernels;
   }
   return source;

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <ostream>
 #include <random>
@@ -281,9 +282,13 @@ class OpenCLConv : public ::testing::Test {
     return p;
   }
 
+  /// What a test may do to the random operands (x, w, y bytes and their
+  /// layouts) before they are used.
+  using Tweak = std::function<void(const ConvCall&, Bytes& x, Bytes& w, Bytes& y)>;
+
   /// Runs `kind` of `cc` in `dtype` on opencl:0 and checks it as the file's
   /// comment says.
-  void check(const ConvCase& cc, Kind kind, DType dtype, StreamHandle stream = {}) {
+  void check(const ConvCase& cc, Kind kind, DType dtype, StreamHandle stream = {}, const Tweak& tweak = {}) {
     SCOPED_TRACE(fmt::format("{} {} {}", cc.name, kindName(kind), dtypeName(dtype)));
     std::mt19937_64 rng(42);
     ConvCall c = cc.call;
@@ -301,8 +306,8 @@ class OpenCLConv : public ::testing::Test {
       for (int64_t i = 0; i < count; ++i) setValue(b, dtype, i, std::uniform_real_distribution<double>(-1, 1)(rng));
       return b;
     };
-    const Bytes xb = random(storage(xSizes(c), xl)), wb = random(storage(wSizes(c), wl)),
-                yb = random(storage(ySizes(c), yl));
+    Bytes xb = random(storage(xSizes(c), xl)), wb = random(storage(wSizes(c), wl)), yb = random(storage(ySizes(c), yl));
+    if (tweak) tweak(c, xb, wb, yb);
     const auto reader = [&](const Bytes& b, const Layout& l) {
       return [&b, &l, dtype](int64_t a0, int64_t a1, int64_t a2, int64_t a3) {
         return valueAt(b, dtype,
@@ -341,7 +346,7 @@ class OpenCLConv : public ::testing::Test {
     for (size_t i = 0; i < ref.value.size(); ++i) {
       const double v = valueAt(result, dtype, static_cast<int64_t>(i));
       const double allowed = tol * ref.magnitude[i];
-      if (!(std::fabs(v - ref.value[i]) <= allowed) && bad++ < 5)
+      if (!(v == ref.value[i] || std::fabs(v - ref.value[i]) <= allowed) && bad++ < 5)
         ADD_FAILURE() << "element " << i << ": " << v << " on opencl:0, " << ref.value[i] << " in f64 (allowed "
                       << allowed << ")";
     }
@@ -391,6 +396,33 @@ TEST_F(OpenCLConv, OnAStreamOfItsOwn) {
   for (Kind kind : {Kind::forward, Kind::transpose, Kind::weightGrad}) check(c, kind, DType::f32, stream);
   device().synchronizeStream(stream);
   device().destroyStream(stream);
+}
+
+// A term whose x position is outside x is left out of the sum, not added as
+// 0 · w: with every value positive and w's (0, 0) window position (forward,
+// transpose) or y's first column and row (weightGrad) infinite, the
+// elements where that position falls outside x, along a row or a column,
+// stay finite, the others are +inf, as the reference (which skips those
+// terms) says. Along a row the kernels test each of their 4 columns.
+TEST_F(OpenCLConv, ATermOutsideXIsLeftOutNotZeroTimesInfinity) {
+  const ConvCase c = cases()[0];  // Plain3x3, padding 1 all round, contiguous
+  ASSERT_EQ(c.name, "Plain3x3");
+  const auto positive = [](Bytes& b, DType dtype) {
+    for (int64_t i = 0; i < static_cast<int64_t>(b.size()) / itemSize(dtype); ++i)
+      setValue(b, dtype, i, std::fabs(valueAt(b, dtype, i)) + 0.125);
+  };
+  for (DType dtype : dtypes()) {
+    const auto tweak = [dtype, &positive](const ConvCall& k, Bytes& x, Bytes& w, Bytes& y) {
+      positive(x, dtype), positive(w, dtype), positive(y, dtype);
+      if (k.kind == Kind::weightGrad) {
+        for (int64_t n = 0; n < k.n; ++n)
+          for (int64_t o = 0; o < k.o; ++o) setValue(y, dtype, (n * k.o + o) * k.ho * k.wo, INFINITY);
+      } else {
+        for (int64_t o = 0; o < k.o * (k.c / k.groups); ++o) setValue(w, dtype, o * k.kh * k.kw, INFINITY);
+      }
+    };
+    for (Kind kind : {Kind::forward, Kind::transpose, Kind::weightGrad}) check(c, kind, dtype, {}, tweak);
+  }
 }
 
 // Not a test: the time of one ResNet-ish layer (docs/convolution.md).
