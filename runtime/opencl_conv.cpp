@@ -4,12 +4,14 @@
 // kiln's direct-convolution kernels (runtime/opencl_conv_kernels.cpp) on the
 // call's stream, without blocking the host.
 //
-// Each work-item computes $T = 4 channels of the result that share their
+// Each work-item computes kTile = 4 channels of the result that share their
 // reads of the other operand (forward and weightGrad: 4 output channels of
 // a group, which share x; transpose: 4 input channels, which share y), or
-// one channel where a group has fewer than 4 of them (depthwise). Every
-// result element is written, a sum of no terms as 0, so an empty batch or
-// window needs no fill; an empty result launches nothing.
+// one channel where a group has fewer than 4 of them (depthwise), times
+// kColumns = 4 columns (y's, x's or w's) as one vector
+// (runtime/opencl_conv_kernels.cpp). Every result element is written, a
+// sum of no terms as 0, so an empty batch or window needs no fill; an
+// empty result launches nothing.
 // docs/convolution.md says why direct convolution and not an implicit GEMM
 // on CLBlast.
 #include "runtime/error.h"

@@ -1,24 +1,29 @@
 // The OpenCL C of the conv program (runtime/opencl_kernels.h): the three
 // direct convolutions of runtime/conv.h that runtime/opencl_conv.cpp
-// launches, for f32, f64 (inside #ifdef cl_khr_fp64), f16 and bf16, each
-// computing $T = 1 or 4 result channels per work-item.
+// launches, for f32, f64 (inside #ifdef cl_khr_fp64), f16 and bf16.
 //
 // Each kernel follows conv.h's formula
 //   y[n, o, i, j] = Σ_{c in o's group, p, q}
 //                   x[n, c, i·sh + p·dh − pt, j·sw + q·dw − pl] · w[o, c − g·C/G, p, q]
-// solved for the tensor it writes:
-// - forward: one work-item per (n, tile of $T output channels of one group,
-//   i, j), j fastest; it sums over the group's input channels and the
-//   window positions (p, q) that land inside x (their ranges computed once,
-//   so the inner loops have no test), each x element loaded once for the
-//   $T channels.
-// - transpose (x's gradient): one work-item per (n, tile of $T input
-//   channels, ih, iw); the window positions whose ih + pt − p·dh is a
-//   multiple of sh, with quotient i in [0, HO) (and the same along the
-//   width), then the group's output channels.
-// - weightGrad (w's gradient): one work-item per (tile of $T output
-//   channels, c, p, q); the sum over n, i, j, the (i, j) ranges for which
-//   x is read computed once.
+// solved for the tensor it writes, and computes a register tile of it: $T
+// (1 or 4) channels times 4 columns, the columns as one 4-vector per
+// channel, so that each element loaded is used several times:
+// - forward: y[n, o0..o0+$T-1, i, j0..j0+3] (the channels of one group);
+//   sums over the group's input channels and the window positions (p, q).
+//   An x element serves $T channels, a w element 4 columns.
+// - transpose (x's gradient): x[n, c0..c0+$T-1, ih, iw0 + k·sw] for k =
+//   0..3 (sw apart, so that the 4 share which window columns q reach them:
+//   iw + pl − q·dw divisible by sw); sums over the window positions whose
+//   ih + pt − p·dh is a multiple of sh with quotient i in [0, HO) (and the
+//   same along the width, y's columns j0..j0+3), then the group's output
+//   channels. A y element serves $T channels, a w element 4 columns.
+// - weightGrad (w's gradient): w[o0..o0+$T-1, c, p, q0..q0+3]; sums over n,
+//   i, j. An x element serves $T channels, a y element 4 window columns.
+// Rows of the window (or of y) that fall outside x are left out by the
+// loop ranges, computed once per work-item. Along a row, where all 4
+// columns read inside x (or y) the loads have no tests; elsewhere each
+// column is tested and one outside is left out of its sum (select), not
+// added as 0 · w, so that an infinite w or y there gives no NaN.
 // f16 and bf16 are loaded exactly to float and summed in float (their
 // products are exact there), f32 in float, f64 in double; the result is
 // rounded once (the prelude's kiln_load_* / kiln_store_*). Contraction to
@@ -50,15 +55,10 @@ static inline long kiln_conv_end(long start, long step, long limit) {
 )CL";
 
 // $N: dtype name, $S: its storage type, $A: the type it is summed in, $V:
-// a vector of 4 of those, $T: result channels per work-item. Channels past
-// the end of the tile's group repeat its last channel's reads and are not
-// written.
-//
-// Forward computes 4 neighbouring output columns j0..j0+3 at once, as one
-// $V per channel: each w element loaded is used for 4 columns, each x
-// element for $T channels. Where all 4 columns read inside x (the q in
-// [qa, qb)), their x elements are loaded without tests; elsewhere each
-// column is tested, and one outside x (or past the last column) reads 0.
+// a vector of 4 of those, $K and $M: select()'s mask scalar and vector for
+// $V, $T: result channels per work-item. Channels past the end of the
+// tile's group repeat its last channel's reads and are not written; so are
+// columns past the last.
 constexpr const char* kForward = R"CL(
 KILN_KERNEL kiln_conv_forward_$N_t$T(__global const $S* x, __global const $S* w, __global $S* y, ConvArgs a) {
   const long e = (long)get_global_id(0);

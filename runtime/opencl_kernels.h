@@ -15,7 +15,8 @@
 // element (index_add: per output column, see there) in work-groups of
 // kLocalSize, and returns early past the end: none has a barrier, so PoCL's
 // rule against barriers in divergent code holds. (The conv kernels compute
-// a few output channels per work-item: runtime/opencl_conv.cpp.)
+// a tile of channels times 4 columns per work-item:
+// runtime/opencl_conv_kernels.cpp.)
 #pragma once
 
 #include <cstdint>
