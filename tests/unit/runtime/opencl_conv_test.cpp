@@ -425,6 +425,31 @@ TEST_F(OpenCLConv, ATermOutsideXIsLeftOutNotZeroTimesInfinity) {
   }
 }
 
+// Empty operands may come without a buffer (a null cl_mem): weightGrad of an
+// empty batch and forward without input channels read nothing and write
+// zeros.
+TEST_F(OpenCLConv, EmptyOperandsMayHaveNoBuffer) {
+  for (const char* name : {"EmptyBatch", "NoInputChannels"}) {
+    SCOPED_TRACE(name);
+    ConvCall c;
+    for (const ConvCase& cc : cases())
+      if (cc.name == name) c = cc.call;
+    c.kind = std::string(name) == "EmptyBatch" ? Kind::weightGrad : Kind::forward;
+    c.xStrides = contiguousStrides(c.n, c.c, c.h, c.w);
+    c.wStrides = contiguousStrides(c.o, c.c / c.groups, c.kh, c.kw);
+    c.yStrides = contiguousStrides(c.n, c.o, c.ho, c.wo);
+    const int64_t count = numel(c.kind == Kind::weightGrad ? wSizes(c) : ySizes(c));
+    ASSERT_GT(count, 0);
+    const DevicePtr out = upload(Bytes(static_cast<size_t>(count * 4), 0xff), {});
+    const DevicePtr buffers[3] = {{}, {}, out};
+    const std::vector<int64_t> args = c.encode();
+    opencl::conv(LibraryCall{Device::opencl(0), {}, buffers, args});
+    Bytes got(static_cast<size_t>(count * 4));
+    device().copyDeviceToHost(got.data(), out, got.size(), {});
+    EXPECT_EQ(got, Bytes(got.size(), 0));
+  }
+}
+
 // Not a test: the time of one ResNet-ish layer (docs/convolution.md).
 // Run with --gtest_also_run_disabled_tests --gtest_filter='*TimeAResNetLayer*'.
 TEST_F(OpenCLConv, DISABLED_TimeAResNetLayer) {
