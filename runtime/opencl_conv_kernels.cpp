@@ -124,8 +124,9 @@ KILN_KERNEL kiln_conv_forward_$N_t$T(__global const $S* x, __global const $S* w,
 // for k = 0..3, iw0 = r + 4·m·sw (each residue r of the columns mod sw in
 // quads). The 4 columns then share which window columns q reach them
 // (iw + pl − q·dw divisible by sw), and read 4 neighbouring columns
-// j0..j0+3 of y, loaded without tests where all 4 are inside y; each w
-// element loaded is used for 4 columns, each y element for $T channels. p
+// j0..j0+3 of y, loaded without tests where all 4 are inside y (elsewhere
+// a column outside y is left out of its sum); each w element loaded is
+// used for 4 columns, each y element for $T channels. p
 // falls through the window while ih + pt − p·dh stays >= 0 (dilation >= 1),
 // so the loop stops at the first negative one.
 constexpr const char* kTranspose = R"CL(
@@ -204,7 +205,8 @@ KILN_KERNEL kiln_conv_transpose_$N_t$T(__global const $S* y, __global const $S* 
 // last one's reads and are not written). For each (n, i, j) the $T
 // channels share the 4 x elements and the 4 columns share each y element.
 // Where all the columns read inside x (j in [jFast, jFastEnd)), x is loaded
-// without tests; elsewhere each column is tested and reads 0 outside.
+// without tests; elsewhere each column is tested, and left out of its sum
+// where it reads outside x.
 constexpr const char* kWeightGrad = R"CL(
 KILN_KERNEL kiln_conv_weight_grad_$N_t$T(__global const $S* x, __global const $S* y, __global $S* w, ConvArgs a) {
   const long e = (long)get_global_id(0);
