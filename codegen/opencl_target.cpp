@@ -18,10 +18,15 @@ class OpenCLTarget final : public GpuTarget {
   std::string_view name() const override { return "opencl"; }
   std::string description(Device device) const override { return runtime::deviceInterface(device).properties().arch; }
   const LibraryFunctions& libraries() const override {
-    // CLBlast enqueues on the queue itself and the index ops wait for their
-    // indices: none can be recorded into a command buffer.
-    static const LibraryFunctions opencl{
-        {&runtime::opencl::matmul}, {&runtime::opencl::indexSelect}, {&runtime::opencl::indexAdd}, {}, {}};
+    // CLBlast enqueues on the queue itself, the index ops wait for their
+    // indices and the convolutions enqueue directly: none can be recorded
+    // into a command buffer.
+    static const LibraryFunctions opencl{{&runtime::opencl::matmul},
+                                         {&runtime::opencl::indexSelect},
+                                         {&runtime::opencl::indexAdd},
+                                         {},
+                                         {},
+                                         {&runtime::opencl::conv}};
     return opencl;
   }
 

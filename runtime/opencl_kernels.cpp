@@ -202,13 +202,6 @@ KILN_KERNEL kiln_gemm_$N(__global const $S* a, __global const $S* b, __global $S
 }
 )CL";
 
-std::string instantiate(std::string text, const std::vector<std::pair<std::string, std::string>>& values) {
-  for (const auto& [key, value] : values)
-    for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + value.size()))
-      text.replace(at, key.size(), value);
-  return text;
-}
-
 struct DTypeC {
   const char* name;     // kernel suffix
   const char* storage;  // OpenCL C type in memory
@@ -224,8 +217,8 @@ constexpr std::pair<const char*, const char*> kBits[] = {
 constexpr std::pair<const char*, const char*> kIndexTypes[] = {{"i32", "int"}, {"i64", "long"}};
 
 // The placeholders are replaced longest first ($IN before $I, $N).
-std::string programSource() {
-  std::string source = kPrelude;
+std::string coreSource() {
+  std::string source;
   for (const auto& [name, type] : kBits) {
     source += instantiate(kGather, {{"$N", name}, {"$S", type}});
     for (const auto& [indexName, indexType] : kIndexTypes)
@@ -238,6 +231,22 @@ std::string programSource() {
     source += t.fp64 ? "#ifdef cl_khr_fp64\n" + kernels + "#endif\n" : kernels;
   }
   return source;
+}
+
+std::string programSource(KernelProgram which) {
+  switch (which) {
+    case KernelProgram::core: return kPrelude + coreSource();
+    case KernelProgram::conv: return kPrelude + convKernelSource();
+  }
+  return "";
+}
+
+const char* programName(KernelProgram which) {
+  switch (which) {
+    case KernelProgram::core: return "library kernels";
+    case KernelProgram::conv: return "convolution kernels";
+  }
+  return "";
 }
 
 // --- programs and kernels, per device ---
@@ -263,40 +272,40 @@ std::string buildLog(cl_program program, cl_device_id device) {
   return log;
 }
 
-/// Device `index`'s program, built on first use; alive for the process
-/// (like the contexts, it outlives static destruction).
-Program& programOf(int index) {
+/// Device `index`'s program `which`, built on first use; alive for the
+/// process (like the contexts, it outlives static destruction).
+Program& programOf(int index, KernelProgram which) {
   static std::mutex mutex;
-  static auto* programs = new std::map<int, std::unique_ptr<Program>>();
+  static auto* programs = new std::map<std::pair<int, KernelProgram>, std::unique_ptr<Program>>();
   Program* program = nullptr;
   {
     std::lock_guard lock(mutex);
-    auto& slot = (*programs)[index];
+    auto& slot = (*programs)[{index, which}];
     if (!slot) slot = std::make_unique<Program>();
     program = slot.get();
   }
   std::lock_guard lock(program->mutex);
   if (program->program) return *program;
-  const std::string source = programSource();
+  const std::string source = programSource(which);
   const char* text = source.c_str();
   const size_t length = source.size();
   cl_int status = CL_SUCCESS;
   cl_program built = clCreateProgramWithSource(context(index), 1, &text, &length, &status);
-  KILN_CHECK(status == CL_SUCCESS, "opencl:{}: clCreateProgramWithSource failed for the library kernels: {}", index,
-             errorName(status));
+  KILN_CHECK(status == CL_SUCCESS, "opencl:{}: clCreateProgramWithSource failed for the {}: {}", index,
+             programName(which), errorName(status));
   cl_device_id device = deviceId(index);
   status = clBuildProgram(built, 1, &device, kBuildOptions, nullptr, nullptr);
   if (status != CL_SUCCESS) {
     const std::string log = buildLog(built, device);
     clReleaseProgram(built);
-    fail("opencl:{}: building the library kernels failed ({}):\n{}", index, errorName(status), log);
+    fail("opencl:{}: building the {} failed ({}):\n{}", index, programName(which), errorName(status), log);
   }
   program->program = built;
   return *program;
 }
 
-Kernel& kernelOf(int index, const std::string& name) {
-  Program& program = programOf(index);
+Kernel& kernelOf(int index, const std::string& name, KernelProgram which) {
+  Program& program = programOf(index, which);
   std::lock_guard lock(program.mutex);
   std::unique_ptr<Kernel>& slot = program.kernels[name];
   if (!slot) {
@@ -314,10 +323,17 @@ Kernel& kernelOf(int index, const std::string& name) {
 
 }  // namespace
 
+std::string instantiate(std::string text, const std::vector<std::pair<std::string, std::string>>& values) {
+  for (const auto& [key, value] : values)
+    for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + value.size()))
+      text.replace(at, key.size(), value);
+  return text;
+}
+
 void launchKernel(int index, cl_command_queue queue, const std::string& name, std::initializer_list<cl_mem> buffers,
-                  const void* args, size_t argsBytes, int64_t items) {
+                  const void* args, size_t argsBytes, int64_t items, KernelProgram program) {
   if (items <= 0) return;  // OpenCL rejects an empty range
-  Kernel& k = kernelOf(index, name);
+  Kernel& k = kernelOf(index, name, program);
   const auto local = static_cast<size_t>(kLocalSize);
   const size_t global = (static_cast<size_t>(items) + local - 1) / local * local;  // whole work-groups (PoCL)
   std::lock_guard lock(k.mutex);

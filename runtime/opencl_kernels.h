@@ -1,22 +1,28 @@
 // kiln's own OpenCL kernels behind the library calls (runtime/opencl_library.h):
 // the strided copy ("gather") that makes a view contiguous, index_select,
 // index_add and the one hand-written GEMM (runtime/opencl_matmul.cpp says
-// why it exists). One program per device holds them all, built once per
-// process from the source in runtime/opencl_kernels.cpp; each kernel is
-// made on first use and launched under its own mutex. Included only where
-// KILN_HAVE_OPENCL is set.
+// why it exists), in the core program; the three direct convolutions
+// (runtime/opencl_conv.cpp) in the conv program. Each program is built once
+// per process and device, at the first launch of one of its kernels, from
+// the source in runtime/opencl_kernels.cpp (the conv kernels' in
+// runtime/opencl_conv_kernels.cpp), so that a process that never convolves
+// never compiles them; each kernel is made on first use and launched under
+// its own mutex. Included only where KILN_HAVE_OPENCL is set.
 //
 // Every kernel takes its buffers and then one struct of 64-bit integers by
 // value (sizes, strides and element offsets: a cl_mem cannot be offset on
 // the host, Note [Device memory is opaque]), runs one work-item per output
 // element (index_add: per output column, see there) in work-groups of
 // kLocalSize, and returns early past the end: none has a barrier, so PoCL's
-// rule against barriers in divergent code holds.
+// rule against barriers in divergent code holds. (The conv kernels compute
+// a tile of channels times 4 columns per work-item:
+// runtime/opencl_conv_kernels.cpp.)
 #pragma once
 
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/dtype.h"
@@ -50,17 +56,39 @@ struct GemmArgs {
   int64_t batch[kMaxDims] = {}, aBatch[kMaxDims] = {}, bBatch[kMaxDims] = {};
 };
 
-/// Enqueues kernel `name` of device `index`'s program on `queue` over
+/// The conv kernels' (runtime/opencl_conv_kernels.cpp declares them as
+/// well): runtime/conv.h's ConvCall sizes and parameters, the element
+/// offsets of the three buffers in the kind's order, and the strides of x,
+/// w and y (the written one's contiguous).
+struct ConvArgs {
+  int64_t total = 0, offsets[3] = {};
+  int64_t n = 0, c = 0, h = 0, w = 0, o = 0, kh = 0, kw = 0, ho = 0, wo = 0;
+  int64_t strideH = 0, strideW = 0, padTop = 0, padLeft = 0, dilationH = 0, dilationW = 0, groups = 0;
+  int64_t xStrides[4] = {}, wStrides[4] = {}, yStrides[4] = {};
+};
+
+/// The programs the kernels are in (see the top of this file).
+enum class KernelProgram { core, conv };
+
+/// Enqueues kernel `name` of device `index`'s `program` on `queue` over
 /// `items` work-items (rounded up to whole work-groups), with `buffers` as
 /// its first arguments and `args` (`argsBytes` bytes) as its last.
 void launchKernel(int index, cl_command_queue queue, const std::string& name, std::initializer_list<cl_mem> buffers,
-                  const void* args, size_t argsBytes, int64_t items);
+                  const void* args, size_t argsBytes, int64_t items, KernelProgram program = KernelProgram::core);
 
 template <typename Args>
 void launchKernel(int index, cl_command_queue queue, const std::string& name, std::initializer_list<cl_mem> buffers,
-                  const Args& args, int64_t items) {
-  launchKernel(index, queue, name, buffers, &args, sizeof args, items);
+                  const Args& args, int64_t items, KernelProgram program = KernelProgram::core) {
+  launchKernel(index, queue, name, buffers, &args, sizeof args, items, program);
 }
+
+/// `text` with each key replaced by its value, in order (so a key that is a
+/// prefix of another comes after it: "$IN" before "$I").
+std::string instantiate(std::string text, const std::vector<std::pair<std::string, std::string>>& values);
+
+/// The conv program's kernels, without the prelude every program starts
+/// with (runtime/opencl_conv_kernels.cpp).
+std::string convKernelSource();
 
 /// The kernel-name suffix of a dtype ("f32") and of an element moved as
 /// bits ("u8", "u16", "u32", "u64").

@@ -10,8 +10,12 @@
 //   first, the one wait of these calls (Note [OpenCL index checks read the
 //   index]), so that an index out of range is the CPU's kiln::Error with
 //   nothing written.
-// Their kernels are in runtime/opencl_kernels.cpp. Without the OpenCL ICD
-// loader in the build, each call fails saying so.
+// - conv2d, conv_transpose2d and conv2d_backward_weight (runtime/conv.h,
+//   runtime/opencl_conv.cpp): kiln's own direct-convolution kernels, for
+//   f32, f64 (where the device has cl_khr_fp64), f16 and bf16.
+// Their kernels are in runtime/opencl_kernels.cpp (the convolutions' in
+// runtime/opencl_conv_kernels.cpp). Without the OpenCL ICD loader in the
+// build, each call fails saying so.
 #pragma once
 
 #include "runtime/executable.h"
@@ -24,5 +28,8 @@ void matmul(const LibraryCall& call);
 void indexSelect(const LibraryCall& call);
 /// Buffers x, index, source, out; args IndexCall::encode().
 void indexAdd(const LibraryCall& call);
+/// The three convolution calls: buffers as runtime/conv.h's ConvCall says for
+/// its kind; args ConvCall::encode().
+void conv(const LibraryCall& call);
 
 }  // namespace kiln::runtime::opencl
