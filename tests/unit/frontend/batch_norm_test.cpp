@@ -83,9 +83,10 @@ TEST(BatchNorm, TrainingMatchesTheDefinitionAndUpdatesRunningStatsUnbiased) {
     expectNear(values(rm), wantMean, 1e-12, "running_mean");
     expectNear(values(rv), wantVar, 1e-12, "running_var");
     // Undefined running statistics and affine parameters are allowed in training.
-    expectNear(values(batchNorm(x, {}, {}, {}, {}, true, momentum, eps)),
-               refNormalize(hx, n, c, l, s.mean, s.biasedVar, std::vector<double>(c, 1), std::vector<double>(c, 0), eps),
-               1e-12, "no affine");
+    expectNear(
+        values(batchNorm(x, {}, {}, {}, {}, true, momentum, eps)),
+        refNormalize(hx, n, c, l, s.mean, s.biasedVar, std::vector<double>(c, 1), std::vector<double>(c, 0), eps),
+        1e-12, "no affine");
   }
 }
 
@@ -140,9 +141,9 @@ TEST(GroupNorm, MatchesTheDefinitionAndGradcheck) {
       }
     }
   expectNear(values(groupNorm(x, g, w, b)), want, 1e-12, "group_norm");
-  EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& in) { return groupNorm(in[0], 2, in[1], in[2]); },
-                        {sample({2, 4, 3}, 33).setRequiresGrad(), sample({4}, 34).setRequiresGrad(),
-                         sample({4}, 35).setRequiresGrad()}));
+  EXPECT_TRUE(gradcheck(
+      [&](const std::vector<Tensor>& in) { return groupNorm(in[0], 2, in[1], in[2]); },
+      {sample({2, 4, 3}, 33).setRequiresGrad(), sample({4}, 34).setRequiresGrad(), sample({4}, 35).setRequiresGrad()}));
 }
 
 TEST(BatchNorm, ModuleParametersBuffersAndModes) {
@@ -242,7 +243,9 @@ TEST(BatchNorm, Errors) {
             "batch_norm: expected running_mean of shape [3] (the channels of f32[2,3,4,4]@cpu), got f32[4]@cpu");
   EXPECT_EQ(errorOf([&] { batchNorm(x, {}, {}, ones({2}), {}, true); }),
             "batch_norm: expected weight of shape [3] (the channels of f32[2,3,4,4]@cpu), got f32[2]@cpu");
-  EXPECT_EQ(errorOf([&] { batchNorm(zeros({1, 3}), {}, {}, {}, {}, true); }),
+  EXPECT_EQ(errorOf([&] {
+              batchNorm(zeros({1, 3}), {}, {}, {}, {}, true);
+            }),
             "batch_norm: expected more than 1 value per channel when training, got input f32[1,3]@cpu");
   EXPECT_EQ(errorOf([&] { batchNorm(x, {}, {}, {}, {}, false); }),
             "batch_norm: running_mean and running_var must be defined in evaluation mode");
@@ -253,9 +256,14 @@ TEST(BatchNorm, Errors) {
   EXPECT_EQ(errorOf([] { nn::GroupNorm(4, 6); }),
             "GroupNorm: numChannels must be divisible by numGroups, got numGroups=4, numChannels=6");
   nn::BatchNorm2d bn(3);
-  EXPECT_EQ(errorOf([&] { bn(zeros({2, 3, 4})); }), "BatchNorm2d: expected a 4-d input [N, C, H, W], got f32[2,3,4]@cpu");
-  EXPECT_EQ(errorOf([&] { bn(zeros({2, 4, 2, 2})); }),
-            "batch_norm: expected running_mean of shape [3] (the channels of f32[2,4,2,2]@cpu), got f32[3]@cpu");
+  EXPECT_EQ(errorOf([&] {
+              bn(zeros({2, 3, 4}));
+            }),
+            "BatchNorm2d: expected a 4-d input [N, C, H, W], got f32[2,3,4]@cpu");
+  EXPECT_EQ(errorOf([&] {
+              bn(zeros({2, 4, 2, 2}));
+            }),
+            "batch_norm: expected running_mean of shape [4] (the channels of f32[2,4,2,2]@cpu), got f32[3]@cpu");
 }
 
 }  // namespace
