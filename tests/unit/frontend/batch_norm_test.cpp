@@ -222,6 +222,27 @@ TEST(BatchNorm, CompiledCnnPieceEqualsEager) {
   EXPECT_EQ(pool.lastNumKernels(), 1) << pool.lastGraph();
 }
 
+TEST(BatchNorm, CompiledTrainingStepEqualsEager) {
+  // Forward and backward of maxPool2d + batchNorm + relu in one program, on
+  // an input of small integers (ties in the pool windows).
+  Tensor x = (randn({2, 3, 6, 6}) * 2.0).to(DType::i32).to(DType::f32);
+  Tensor upstream = randn({2, 3, 3, 3});
+  const auto step = [](const Tensor& input, const Tensor& g, const Tensor& weight, const Tensor& bias) {
+    Tensor in = input.detach().setRequiresGrad();
+    Tensor w = weight.detach().setRequiresGrad(), b = bias.detach().setRequiresGrad();
+    Tensor y = relu(batchNorm(maxPool2d(in, {3, 3}, Size2{2, 2}, {1, 1}), {}, {}, w, b, true));
+    y.backward(g);
+    return std::vector<Tensor>{y, in.grad(), w.grad(), b.grad()};
+  };
+  Tensor w = randn({3}), b = randn({3});
+  const std::vector<Tensor> eager = step(x, upstream, w, b);
+  auto compiled = compile(step);
+  const std::vector<Tensor> got = compiled(x, upstream, w, b);
+  ASSERT_EQ(got.size(), 4u);
+  const char* names[] = {"y", "input grad", "weight grad", "bias grad"};
+  for (size_t i = 0; i < 4; ++i) expectNear(values(got[i]), values(eager[i]), 1e-5, names[i]);
+}
+
 TEST(BatchNorm, OnOpenCLAsOnTheCpu) {
   const Device device = Device::opencl();
   std::string why;
