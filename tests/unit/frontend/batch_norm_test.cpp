@@ -243,6 +243,40 @@ TEST(BatchNorm, CompiledTrainingStepEqualsEager) {
   for (size_t i = 0; i < 4; ++i) expectNear(values(got[i]), values(eager[i]), 1e-5, names[i]);
 }
 
+TEST(BatchNorm, CompiledModulesTrackTheirStatisticsAsEager) {
+  // nn::BatchNorm2d in a compiled Sequential: every call updates the
+  // running statistics and the counter, as the eager twin does.
+  const auto net = [] {
+    return nn::Sequential(nn::MaxPool2d(2), nn::BatchNorm2d(3), nn::ReLU(), nn::AdaptiveAvgPool2d(1), nn::Flatten());
+  };
+  nn::Sequential eager = net(), traced = net();
+  auto f = compile([&](const Tensor& in) { return traced(in); });
+  for (int step = 0; step < 3; ++step) {
+    Tensor x = randn({4, 3, 6, 6});
+    expectNear(values(f(x)), values(eager(x)), 1e-5, "output");
+  }
+  const nn::StateDict a = eager->stateDict(), b = traced->stateDict();
+  for (const auto& [name, t] : a) expectNear(values(b.at(name)), values(t), 1e-6, name);
+  EXPECT_EQ(b.at("1.num_batches_tracked").item<int64_t>(), 3);
+}
+
+TEST(BatchNorm, HalfPrecisionPoolsAndNorms) {
+  for (DType dtype : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(std::string(dtypeName(dtype)));
+    Tensor x = randn({2, 3, 4, 4}).to(dtype);
+    Tensor xf = x.to(DType::f32);  // the same values
+    Tensor h = x.detach().setRequiresGrad(), f = xf.detach().setRequiresGrad();
+    Tensor yh = maxPool2d(h, {2, 2}), yf = maxPool2d(f, {2, 2});
+    EXPECT_EQ(yh.dtype(), dtype);
+    EXPECT_EQ(values(yh), values(yf)) << "a max is exact";
+    sum(yh.to(DType::f32)).backward();
+    sum(yf).backward();
+    EXPECT_EQ(values(h.grad()), values(f.grad()));
+    expectNear(values(avgPool2d(x, {2, 2})), values(avgPool2d(xf, {2, 2})), 2e-2, "avg pool");
+    expectNear(values(groupNorm(x, 3)), values(groupNorm(xf, 3)), 5e-2, "group norm");
+  }
+}
+
 TEST(BatchNorm, OnOpenCLAsOnTheCpu) {
   const Device device = Device::opencl();
   std::string why;
