@@ -381,8 +381,7 @@ GpuLaunch gpuLaunchOf(const Kernel& kernel) {
 RenderedKernel renderGpuKernel(const Kernel& kernel, const CDialect& d) {
   checkKernel(kernel);
   for (const KernelParam& p : kernel.params)
-    KILN_ASSERT(!p.inout || !kernel.isReduction(), "kernel {}: a reduction with a donated (inout) buffer",
-                kernel.name);
+    KILN_ASSERT(!p.inout || !kernel.isReduction(), "kernel {}: a reduction with a donated (inout) buffer", kernel.name);
   KILN_ASSERT(kernel.numParams() >= 1, "kernel {} has no parameters", kernel.name);
   RenderedKernel r;
   r.name = kernel.name;

@@ -178,7 +178,7 @@ bool supports(const ir::Node& node, Device device, std::string* why) {
       if (readByLibraryCallsOnly(node.output())) return true;
       return no(
           "movement ops run inside fusion nodes, unless only library calls read them (run fuse-elementwise first)");
-    case ir::OpKind::reduction: return true;  // a kernel of one reduction (codegen/lowering_reduction.cpp)
+    case ir::OpKind::reduction: return true;   // a kernel of one reduction (codegen/lowering_reduction.cpp)
     case ir::OpKind::library: return true;     // a library call (codegen/lowering_library.cpp)
     case ir::OpKind::collective: return true;  // a start and a wait (codegen/lowering_collective.cpp)
   }
@@ -194,6 +194,9 @@ Device graphDevice(const ir::Graph& graph) {
 namespace {
 
 // Note [Matmul epilogues in compiled programs]
+// (And convolutions': a CPU forward conv2d takes an epilogue the same way,
+// LibraryFunction::withEpilogue says which calls do; Note [Convolution
+// epilogues] in runtime/conv.cpp.)
 // A fusion node right after a CPU matmul that reads the matmul's result
 // element for element, and nothing else does, becomes the matmul step's
 // epilogue (Note [Matmul epilogues] in runtime/blas.cpp): the bias, the
@@ -208,8 +211,33 @@ namespace {
 // it in place, into the matmul's result (donateInPlace: each element is
 // read, then written, by the thread that computed it), so the epilogue
 // costs no buffer; else its results get slots of their own.
-bool asEpilogue(const ir::Graph& graph, const ir::Node& matmul, const ir::Node& n, const LoweredKernel& lowered,
-                const runtime::KernelStep& step, runtime::LibraryStep& call) {
+// Note [Epilogue inputs first]
+// An epilogue must be the step right after its matmul or convolution, but
+// the graph may hold nodes between the two that the epilogue reads and
+// that do not depend on the product: batch norm's rsqrt(var + eps) before
+// its affine. As the product's one use is the epilogue's fusion, nothing
+// between the two can depend on the product, so the program runs them
+// before it: the steps' order is the graph's with each such producer moved
+// down to just before its fusion.
+std::vector<const ir::Node*> stepOrder(const ir::Graph& graph, Device device) {
+  std::vector<const ir::Node*> nodes;
+  for (const ir::Node* n : graph.nodes()) nodes.push_back(n);
+  if (!device.isCpu()) return nodes;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const ir::Node* p = nodes[i];
+    if (p->op() != ir::Op::matmul && p->op() != ir::Op::conv2d) continue;
+    const ir::Value* out = p->output();
+    if (graph.isOutput(out) || out->uses().size() != 1 || out->uses()[0].user->op() != ir::Op::fusion) continue;
+    const auto f = std::find(nodes.begin() + static_cast<std::ptrdiff_t>(i) + 1, nodes.end(), out->uses()[0].user);
+    if (f == nodes.end()) continue;
+    std::rotate(nodes.begin() + static_cast<std::ptrdiff_t>(i), nodes.begin() + static_cast<std::ptrdiff_t>(i) + 1, f);
+    i = static_cast<size_t>(f - nodes.begin()) - 1;
+  }
+  return nodes;
+}
+
+bool asEpilogue(const ir::Graph& graph, const ir::Node& matmul, runtime::LibraryFn withEpilogue, const ir::Node& n,
+                const LoweredKernel& lowered, const runtime::KernelStep& step, runtime::LibraryStep& call) {
   const ir::Value* product = matmul.output();
   if (call.epilogue || call.epilogueFirstSlot != 0 || graph.isOutput(product) || product->uses().size() != 1 ||
       product->uses()[0].user != &n || lowered.kernel.isReduction())
@@ -231,7 +259,7 @@ bool asEpilogue(const ir::Graph& graph, const ir::Node& matmul, const ir::Node& 
     ++reads;
   }
   if (reads != 1) return false;
-  call.fn = &runtime::matmulWithEpilogue;
+  call.fn = withEpilogue;
   call.recordable = false;
   call.epilogueFirstSlot = call.slots.size();
   if (!step.offsets.empty() && call.offsets.empty()) call.offsets.assign(call.slots.size(), 0);
@@ -259,7 +287,10 @@ runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::spa
   };
   // The matmul whose step is the last one so far, if any (Note [Matmul
   // epilogues in compiled programs]).
-  const ir::Node* lastMatmul = nullptr;
+  // The last library node whose step may take an epilogue (a CPU matmul
+  // or forward convolution), and its function with one.
+  const ir::Node* lastProducer = nullptr;
+  runtime::LibraryFn lastWithEpilogue = nullptr;
   std::vector<PendingKernel> pending;
   for (const ir::Node* n : graph.nodes()) {
     std::string why;
@@ -288,10 +319,12 @@ runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::spa
     layout.emplace(in, std::move(l));
   }
 
+  // Note [Epilogue inputs first]: the order the steps run in.
+  const std::vector<const ir::Node*> order = stepOrder(graph, device);
   // Note [Donated buffers]: which results may take which input's buffer.
   std::unordered_map<const ir::Node*, size_t> position;
   std::optional<size_t> lastCheck;  // of the nodes that may fail on their data
-  for (const ir::Node* n : graph.nodes()) {
+  for (const ir::Node* n : order) {
     if (ir::checksData(n->op())) lastCheck = position.size();
     position.emplace(n, position.size());
   }
@@ -316,11 +349,12 @@ runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::spa
 
   int collectives = 0;
   std::vector<int> donatedSlots;  // inputs updated in place
-  for (const ir::Node* n : graph.nodes()) {
-    // The matmul whose step is the last one, if any: constants and views
+  for (const ir::Node* n : order) {
+    // The matmul or convolution whose step is the last one, if any (it may
+    // take the next kernel as its epilogue): constants and views
     // make no step.
-    const ir::Node* matmulBefore = lastMatmul;
-    if (n->op() != ir::Op::constant && !ir::isViewOp(n->op())) lastMatmul = nullptr;
+    const ir::Node* producerBefore = lastProducer;
+    if (n->op() != ir::Op::constant && !ir::isViewOp(n->op())) lastProducer = nullptr;
     if (n->op() == ir::Op::constant) {
       for (const ir::Use& use : n->output()->uses())
         KILN_ASSERT(use.user->op() == ir::Op::fusion, "top-level constant read by {}", ir::opName(use.user->op()));
@@ -359,7 +393,8 @@ runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::spa
       step.offsets.push_back(0);
       if (!offsets) step.offsets.clear();
       logLibraryStep(step.name, step.args);
-      lastMatmul = device.isCpu() && n->op() == ir::Op::matmul && step.fn == target.libraries().matmul.fn ? n : nullptr;
+      lastProducer = device.isCpu() && lowered.withEpilogue ? n : nullptr;
+      lastWithEpilogue = lowered.withEpilogue;
       exe.steps.emplace_back(std::move(step));
       continue;
     }
@@ -370,8 +405,8 @@ runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::spa
       const ir::Value* in = n->input(0);
       const int inSlot = slot.at(in);
       KILN_CHECK(ir::isContiguous(in->type().shape, inputs[0].strides),
-                 "codegen: {} of a non-contiguous operand ({} with strides {}) is not supported",
-                 ir::opName(n->op()), in->type().str(), ir::shapeStr(inputs[0].strides));
+                 "codegen: {} of a non-contiguous operand ({} with strides {}) is not supported", ir::opName(n->op()),
+                 in->type().str(), ir::shapeStr(inputs[0].strides));
       const bool inPlace = !graph.isOutput(in) && in->uses().size() == 1 && inputs[0].offset == 0 &&
                            std::find(exe.inputSlots.begin(), exe.inputSlots.end(), inSlot) == exe.inputSlots.end();
       int outSlot = inSlot;
@@ -380,8 +415,10 @@ runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::spa
       } else {
         outSlot = newSlot(n->output(), n->output()->type().numel());
         const int64_t offset = inputs[0].offset * itemSize(in->type().dtype);
-        runtime::CopyStep copy{fmt::format("copy_{}", ir::opName(n->op())), {inSlot, outSlot},
-                               static_cast<size_t>(n->output()->type().numel() * itemSize(in->type().dtype)), {}};
+        runtime::CopyStep copy{fmt::format("copy_{}", ir::opName(n->op())),
+                               {inSlot, outSlot},
+                               static_cast<size_t>(n->output()->type().numel() * itemSize(in->type().dtype)),
+                               {}};
         if (offset != 0) copy.offsets = {offset, 0};
         logCopyStep(copy.name, copy.bytes, copy.offsets);
         exe.steps.emplace_back(std::move(copy));
@@ -393,7 +430,7 @@ runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::spa
     std::vector<LoweredKernel> kernels = lowerKernels(*n, inputs, outputs);
     // Note [Matmul epilogues in compiled programs]: a kernel that may run as
     // the last matmul's epilogue writes its result into the matmul's.
-    const ir::Value* product = matmulBefore ? matmulBefore->output() : nullptr;
+    const ir::Value* product = producerBefore ? producerBefore->output() : nullptr;
     const bool epilogueInPlace = product && outputs.empty() && n->numOutputs() == 1 && kernels.size() == 1 &&
                                  !kernels[0].kernel.isReduction() && plainCopyBytes(kernels[0]) < 0 &&
                                  !graph.isOutput(product) && product->uses().size() == 1 &&
@@ -451,8 +488,9 @@ runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::spa
       step.shape = target.launchShape(lowered.kernel, lowered.launch);
       logKernelStep(lowered, step.shape);
       step.args = std::move(lowered.launch.args);
-      if (matmulBefore && kernels.size() == 1 &&
-          asEpilogue(graph, *matmulBefore, *n, lowered, step, std::get<runtime::LibraryStep>(exe.steps.back()))) {
+      if (producerBefore && kernels.size() == 1 &&
+          asEpilogue(graph, *producerBefore, lastWithEpilogue, *n, lowered, step,
+                     std::get<runtime::LibraryStep>(exe.steps.back()))) {
         logEpilogue(std::get<runtime::LibraryStep>(exe.steps.back()).name, step.name);
         pending.push_back({exe.steps.size() - 1, std::move(lowered.kernel)});
         continue;
@@ -474,7 +512,7 @@ runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::spa
       std::get<runtime::KernelStep>(exe.steps[pending[i].step]).kernel = compiled[i]->module;
   }
   if (collectives > 0) scheduleCollectives(exe, donatedSlots);  // Note [Scheduling collectives]
-  planMemory(exe);  // Note [The memory plan is made over steps]
+  planMemory(exe);                                              // Note [The memory plan is made over steps]
   return exe;
 }
 

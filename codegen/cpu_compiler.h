@@ -24,7 +24,7 @@ namespace kiln::codegen {
 struct CompiledCpuKernel {
   runtime::CpuKernelFn fn = nullptr;
   std::shared_ptr<const void> keepAlive;
-  double compileMs = 0;  ///< render + optimize + machine code (or disk load) + link, wall clock
+  double compileMs = 0;        ///< render + optimize + machine code (or disk load) + link, wall clock
   bool fromDiskCache = false;  ///< loaded from the disk cache (codegen/disk_cache.h), not compiled
 };
 

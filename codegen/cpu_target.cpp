@@ -10,8 +10,8 @@
 #include "codegen/lowering_reduction.h"
 #include "codegen/target.h"
 #include "runtime/attention.h"
-#include "runtime/conv.h"
 #include "runtime/blas.h"
+#include "runtime/conv.h"
 #include "runtime/error.h"
 #include "runtime/indexing.h"
 #include "runtime/profiler_events.h"
@@ -56,14 +56,14 @@ class CpuTarget final : public Target {
   }
 
   const LibraryFunctions& libraries() const override {
-    cpuBlasChoice();  // the machine's BLAS, before any matmul runs (Note [Choosing the BLAS])
+    cpuBlasChoice();           // the machine's BLAS, before any matmul runs (Note [Choosing the BLAS])
     installConvChoiceStore();  // Note [Choosing a convolution algorithm] in runtime/conv.cpp
-    static const LibraryFunctions cpu{{&runtime::onHost<&runtime::matmul>},
+    static const LibraryFunctions cpu{{&runtime::onHost<&runtime::matmul>, false, &runtime::matmulWithEpilogue},
                                       {&runtime::onHost<&runtime::indexSelect>},
                                       {&runtime::onHost<&runtime::indexAdd>},
                                       {&runtime::onHost<&runtime::attention>},
                                       {&runtime::onHost<&runtime::attentionBackward>},
-                                      {&runtime::conv}};
+                                      {&runtime::conv, false, &runtime::convWithEpilogue}};
     return cpu;
   }
 };

@@ -8,11 +8,10 @@
 // triple, CPU and features, then the pipeline, and kiln's build ID with the kernel's
 // signature (or, without a build ID, the kernel's unoptimized LLVM IR) — so
 // a change to any of them, including kiln's renderers, is a different
-// entry, never a stale one. (A rebuild of kiln misses every entry.) A file is named by a 64-bit hash of its key and holds
-// the whole key (a hash collision is a miss, not a wrong kernel), the
-// payload and a checksum of both: a truncated or corrupt entry is detected,
-// counted, removed, and the kernel compiled again. Writes go to a temporary
-// file renamed into place, so concurrent processes never see half an entry.
+// entry, never a stale one. (A rebuild of kiln misses every entry.) A file is named by a 64-bit hash of its key and
+// holds the whole key (a hash collision is a miss, not a wrong kernel), the payload and a checksum of both: a truncated
+// or corrupt entry is detected, counted, removed, and the kernel compiled again. Writes go to a temporary file renamed
+// into place, so concurrent processes never see half an entry.
 //
 // The directory: $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else
 // $HOME/.cache/kiln. KILN_CACHE_DIR=off (or an empty value) turns the cache

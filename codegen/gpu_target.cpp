@@ -28,8 +28,8 @@ CompiledKernel GpuTarget::compile(const Kernel& kernel, Device device) const {
   std::optional<profiler::RecordFunction> render(std::in_place, "codegen", "render");
   const RenderedKernel rendered = renderGpuKernel(kernel, dialect());
   render.reset();
-  const std::string key = fmt::format("{}\n{}\n{}\n{}", name(), driver.properties().arch, compilerDescription(),
-                                      rendered.source);
+  const std::string key =
+      fmt::format("{}\n{}\n{}\n{}", name(), driver.properties().arch, compilerDescription(), rendered.source);
   DiskCache& disk = DiskCache::instance();
   runtime::KernelImage image;
   std::optional<std::string> object = disk.load(key);
@@ -45,7 +45,8 @@ CompiledKernel GpuTarget::compile(const Kernel& kernel, Device device) const {
     image = build(rendered, device);
     disk.store(key, std::string_view(reinterpret_cast<const char*>(image.bytes.data()), image.bytes.size()));
   }
-  for (const KernelParam& p : kernel.params) image.paramElementBytes.push_back(static_cast<uint32_t>(itemSize(p.dtype)));
+  for (const KernelParam& p : kernel.params)
+    image.paramElementBytes.push_back(static_cast<uint32_t>(itemSize(p.dtype)));
   image.offsetsInArgs = dialect().offsetsInArgs();
   CompiledKernel out;
   out.module = driver.loadModule(image);

@@ -184,8 +184,9 @@ void checkKernel(const Kernel& k) {
         break;
       }
       case ScalarInstr::Kind::store:
-        KILN_ASSERT(in.param >= 0 && in.param < k.numParams() && (k.params[in.param].output || k.params[in.param].inout),
-                    "kernel {}: instruction {} stores to param {}, which is not an output", k.name, i, in.param);
+        KILN_ASSERT(
+            in.param >= 0 && in.param < k.numParams() && (k.params[in.param].output || k.params[in.param].inout),
+            "kernel {}: instruction {} stores to param {}, which is not an output", k.name, i, in.param);
         KILN_ASSERT(in.operands.size() == 1, "kernel {}: store {} has {} operands, expected 1", k.name, i,
                     in.operands.size());
         checkOperand(in.operands[0]);
@@ -348,9 +349,11 @@ std::string Kernel::signature() const {
   if (reduceRank > 0) s += fmt::format("reduce {}\n", reduceRank);
   if (maxRowLength > 0) s += fmt::format("rows <= {}\n", maxRowLength);
   for (const KernelParam& p : params)
-    s += fmt::format("param {} {} inner {}{}\n", p.output ? "out" : p.inout ? "inout" : "in", dtypeName(p.dtype),
-                     innerName(p.inner),
-                     p.outer ? " outer" : "");
+    s += fmt::format("param {} {} inner {}{}\n",
+                     p.output  ? "out"
+                     : p.inout ? "inout"
+                               : "in",
+                     dtypeName(p.dtype), innerName(p.inner), p.outer ? " outer" : "");
   for (InnerStride inner : indexSpaces) s += fmt::format("index inner {}\n", innerName(inner));
   for (size_t i = 0; i < body.size(); ++i) s += instrStr(body[i], static_cast<int>(i)) + "\n";
   return s;

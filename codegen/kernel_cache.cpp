@@ -72,7 +72,7 @@ int compileThreads() {
 // not taken from runtime::ThreadPool: its workers run kernels, and a
 // compile takes milliseconds, a thread's start microseconds.
 std::vector<std::shared_ptr<const CompiledKernel>> KernelCache::getAll(const std::vector<const Kernel*>& kernels,
-                                                                     Device device, int threads) {
+                                                                       Device device, int threads) {
   // The misses, each signature once (its first occurrence); everything
   // else is looked up after them, as a sequence of get() calls would.
   std::vector<size_t> todo;

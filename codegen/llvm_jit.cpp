@@ -30,8 +30,8 @@
 #include <llvm/IR/DataLayout.h>
 #include <llvm/IR/Function.h>
 #include <llvm/IR/LLVMContext.h>
-#include <llvm/IR/Module.h>
 #include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Module.h>
 #include <llvm/Passes/OptimizationLevel.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/Error.h>
@@ -186,9 +186,8 @@ struct Jit {
     llvm::LLVMContext context;
     llvm::Module module("kiln_vector_width_probe", context);
     module.setDataLayout(*dataLayout);
-    llvm::Function* probe =
-        llvm::Function::Create(llvm::FunctionType::get(llvm::Type::getVoidTy(context), false),
-                               llvm::Function::ExternalLinkage, "kiln_vector_width_probe", module);
+    llvm::Function* probe = llvm::Function::Create(llvm::FunctionType::get(llvm::Type::getVoidTy(context), false),
+                                                   llvm::Function::ExternalLinkage, "kiln_vector_width_probe", module);
     const llvm::TargetTransformInfo tti = machine->getTargetTransformInfo(*probe);
     return static_cast<int>(tti.getRegisterBitWidth(llvm::TargetTransformInfo::RGK_FixedWidthVector).getFixedValue());
   }
@@ -211,7 +210,8 @@ llvm::TargetMachine& threadMachine(Jit& jit) {
   thread_local const Jit* owner = nullptr;
   if (!machine || owner != &jit) {
     auto tm = jit.machineBuilder->createTargetMachine();
-    if (!tm) fail("llvm: cannot create a target machine for {} ({}): {}", jit.triple, jit.cpu, llvm::toString(tm.takeError()));
+    if (!tm)
+      fail("llvm: cannot create a target machine for {} ({}): {}", jit.triple, jit.cpu, llvm::toString(tm.takeError()));
     machine = std::move(*tm);
     owner = &jit;
   }
@@ -284,8 +284,7 @@ namespace {
 
 /// What else than the IR the object code depends on; bump when the
 /// optimization pipeline or the object emission changes.
-constexpr const char* kPipeline =
-    "O3 loop+slp vectorize, interleave, unroll; kernel vector widths v1; object file v1";
+constexpr const char* kPipeline = "O3 loop+slp vectorize, interleave, unroll; kernel vector widths v1; object file v1";
 
 /// The optimized module as an object file, made with this thread's
 /// TargetMachine (Note [Kernels compile in parallel]).

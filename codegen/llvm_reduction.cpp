@@ -499,8 +499,8 @@ void ReductionRenderer::emitPass(int l) {
     llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
     for (int r : reduces) {
       llvm::Type* t = acc_[r]->getAllocatedType();
-      llvm::AllocaInst* buffer = entry.CreateAlloca(
-          llvm::ArrayType::get(t, static_cast<uint64_t>(k_.maxRowLength)), nullptr, tag + ".sum" + std::to_string(r));
+      llvm::AllocaInst* buffer = entry.CreateAlloca(llvm::ArrayType::get(t, static_cast<uint64_t>(k_.maxRowLength)),
+                                                    nullptr, tag + ".sum" + std::to_string(r));
       buffer->setAlignment(llvm::Align(64));
       sumOperands_[r] = buffer;
     }
@@ -544,8 +544,7 @@ bool ReductionRenderer::sumsApart(int l, const std::vector<int>& reduces) const 
   int64_t bytes = 0;
   for (int r : reduces) {
     if (k_.body[r].reduceOp == ReduceOp::argmax) return false;
-    bytes += k_.maxRowLength *
-             static_cast<int64_t>(acc_[r]->getAllocatedType()->getPrimitiveSizeInBits() / 8);
+    bytes += k_.maxRowLength * static_cast<int64_t>(acc_[r]->getAllocatedType()->getPrimitiveSizeInBits() / 8);
   }
   if (bytes > kStashBytes) return false;
   const PassPlan& plan = plans_[static_cast<size_t>(l)];
@@ -554,8 +553,7 @@ bool ReductionRenderer::sumsApart(int l, const std::vector<int>& reduces) const 
     // A dropout drawn by groups costs a load per element here: its draws
     // are made before the loop (Note [Draws by groups of four]).
     const bool grouped = !draws_.empty() && draws_[static_cast<size_t>(i)];
-    if (k_.body[i].kind == ScalarInstr::Kind::op && !plan.load[i] && !grouped)
-      cost += ir::recomputeCost(k_.body[i].op);
+    if (k_.body[i].kind == ScalarInstr::Kind::op && !plan.load[i] && !grouped) cost += ir::recomputeCost(k_.body[i].op);
   }
   return cost >= kSumApartCost;
 }

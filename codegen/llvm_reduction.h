@@ -207,10 +207,10 @@ class ReductionRenderer {
   /// (Note [Sums at full width]): where a reduce stores its operands, by
   /// row position, instead of folding them.
   std::vector<llvm::AllocaInst*> sumOperands_;
-  std::vector<int> slots_;               ///< per instruction: its stash slot, or -1
-  std::vector<int64_t> slotOffset_;      ///< per slot: bytes per row element before it
-  int64_t stashRowBytes_ = 0;            ///< stash bytes per row element
-  llvm::Value* stash_ = nullptr;         ///< the stash (kStashBytes on the stack)
+  std::vector<int> slots_;           ///< per instruction: its stash slot, or -1
+  std::vector<int64_t> slotOffset_;  ///< per slot: bytes per row element before it
+  int64_t stashRowBytes_ = 0;        ///< stash bytes per row element
+  llvm::Value* stash_ = nullptr;     ///< the stash (kStashBytes on the stack)
   /// Per instruction: the words of a dropout drawn by groups (only with a
   /// stash, whose row bound sizes them), or null.
   std::vector<llvm::AllocaInst*> draws_;

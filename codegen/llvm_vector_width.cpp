@@ -85,8 +85,8 @@ bool hasHint(const llvm::Loop& loop, const char* name) {
 /// Adds hint `name` = `value` to the loop's metadata, keeping its others.
 void addHint(llvm::Loop& loop, const char* name, unsigned value) {
   llvm::LLVMContext& ctx = loop.getHeader()->getContext();
-  llvm::Metadata* hint[] = {llvm::MDString::get(ctx, name), llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(
-                                                                llvm::Type::getInt32Ty(ctx), value))};
+  llvm::Metadata* hint[] = {llvm::MDString::get(ctx, name),
+                            llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(llvm::Type::getInt32Ty(ctx), value))};
   loop.setLoopID(llvm::makePostTransformationMetadata(ctx, loop.getLoopID(), {name}, {llvm::MDNode::get(ctx, hint)}));
 }
 

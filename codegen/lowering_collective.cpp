@@ -73,7 +73,8 @@ void scheduleCollectives(runtime::Executable& exe, const std::vector<int>& donat
     size_t to = i;
     while (to > floor && !names(exe.steps[to - 1], slot)) --to;
     if (to < i) {
-      std::rotate(exe.steps.begin() + static_cast<std::ptrdiff_t>(to), exe.steps.begin() + static_cast<std::ptrdiff_t>(i),
+      std::rotate(exe.steps.begin() + static_cast<std::ptrdiff_t>(to),
+                  exe.steps.begin() + static_cast<std::ptrdiff_t>(i),
                   exe.steps.begin() + static_cast<std::ptrdiff_t>(i) + 1);
     }
     floor = to + 1;

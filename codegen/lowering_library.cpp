@@ -55,7 +55,7 @@ runtime::AttentionCall attentionCall(const ir::Node& node, std::span<const ir::L
   c.causal = a.causal;
   if (a.mask >= 0)
     c.mask = node.input(a.mask)->type().dtype == DType::boolean ? runtime::AttentionCall::Mask::boolean
-                                                                 : runtime::AttentionCall::Mask::additive;
+                                                                : runtime::AttentionCall::Mask::additive;
   if (a.p > 0) {
     c.dropout = true;
     c.dropThreshold = ir::formulas::dropoutThreshold(a.p);
@@ -163,6 +163,7 @@ LoweredCall lowerLibrary(const ir::Node& node, std::span<const ir::Layout> input
   }
   call.fn = function->fn;
   call.recordable = function->recordable;
+  if (node.op() == ir::Op::matmul || node.op() == ir::Op::conv2d) call.withEpilogue = function->withEpilogue;
   KILN_CHECK(call.fn, "codegen: {} of {} has no library function on {}", ir::opName(node.op()),
              node.output()->type().str(), node.output()->type().device.str());
   return call;

@@ -23,6 +23,9 @@ struct LoweredCall {
   std::string name;  ///< "matmul_f32", "index_select_f16", ...
   runtime::LibraryFn fn = nullptr;
   bool recordable = false;  ///< LibraryFunction::recordable
+  /// LibraryFunction::withEpilogue, where this call takes one (a conv2d
+  /// takes one, a conv_transpose2d does not).
+  runtime::LibraryFn withEpilogue = nullptr;
   std::vector<int64_t> args;
 };
 

@@ -21,12 +21,9 @@ class OpenCLTarget final : public GpuTarget {
     // CLBlast enqueues on the queue itself, the index ops wait for their
     // indices and the convolutions enqueue directly: none can be recorded
     // into a command buffer.
-    static const LibraryFunctions opencl{{&runtime::opencl::matmul},
-                                         {&runtime::opencl::indexSelect},
-                                         {&runtime::opencl::indexAdd},
-                                         {},
-                                         {},
-                                         {&runtime::opencl::conv}};
+    static const LibraryFunctions opencl{
+        {&runtime::opencl::matmul}, {&runtime::opencl::indexSelect}, {&runtime::opencl::indexAdd}, {}, {},
+        {&runtime::opencl::conv}};
     return opencl;
   }
 

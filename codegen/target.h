@@ -38,6 +38,11 @@ struct LibraryFunction {
   /// through the device's stream, never waits, never allocates; Note
   /// [Recorded work] in runtime/device_interface.h).
   bool recordable = false;
+  /// The same op with an elementwise kernel run over its result as it is
+  /// computed (Note [Matmul epilogues in compiled programs] in
+  /// codegen/compile_graph.cpp): the CPU's matmul and forward convolution;
+  /// null where the op takes none.
+  runtime::LibraryFn withEpilogue = nullptr;
 };
 struct LibraryFunctions {
   LibraryFunction matmul, indexSelect, indexAdd;

@@ -1,5 +1,17 @@
 // kiln::conv2d and kiln::convTranspose2d (frontend/conv.h): PyTorch's
 // argument checks and padding rules, then one registry op and the bias.
+//
+// Note [Convolutions read contiguous operands]
+// oneDNN picks its kernel by the operands' layout, and kernels for two
+// layouts sum in two orders: a channels-last input and its contiguous copy
+// give results a few ulps apart. A compiled program may hold a value in
+// another layout than eager code did (its inputs, a gradient that eager
+// code has as a broadcast view), so the frontend and the gradient formulas
+// pass the ops contiguous operands: a copy where one is not (none in a
+// model of contiguous tensors), and eager and compiled calls of a
+// convolution see one layout and agree bit for bit. The ops and the
+// runtime still read any strides (tests/unit/runtime); a layout the
+// compiler chooses (channels-last end to end) is future work.
 #include "frontend/conv.h"
 
 #include <fmt/format.h>
@@ -75,7 +87,9 @@ Tensor conv2d(const Tensor& x0, const Tensor& w0, const Tensor& bias, const Conv
       }
     }
   }
-  const Tensor y = detail::dispatch(ir::Op::conv2d, {x, w}, ir::convAttributes(ir::Op::conv2d, a));
+  // Note [Convolutions read contiguous operands].
+  const Tensor y =
+      detail::dispatch(ir::Op::conv2d, {x.contiguous(), w.contiguous()}, ir::convAttributes(ir::Op::conv2d, a));
   return addBias(y, bias, x1.dim() == 3);
 }
 

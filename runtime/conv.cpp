@@ -24,6 +24,18 @@
 //   (docs/convolution.md has the measurements).
 // Each algorithm's result depends on the call only, so eager and compiled
 // calls of a convolution agree bit for bit under one choice.
+//
+// Note [Convolution epilogues]
+// A forward convolution runs in chunks of whole images, each chunk's
+// result at most kChunkBytes (at least one image), every call alike: the
+// bias, batch norm's eval affine, the activation and a residual add that
+// compiled code gives the call as an epilogue kernel (Note [Matmul
+// epilogues in compiled programs] in codegen/compile_graph.cpp) then run
+// over each chunk's result right after it is computed, while it is in
+// cache — one library call and no pass of its own over memory. Because a
+// call without an epilogue is split the same way, compiled results equal
+// eager ones (the convolution and then the kernel) bit for bit. The
+// backward calls are never split (weightGrad sums over the batch).
 #include "runtime/conv.h"
 
 #include <fmt/format.h>
@@ -38,6 +50,7 @@
 #include <optional>
 #include <sstream>
 
+#include "runtime/blas.h"
 #include "runtime/determinism.h"
 #include "runtime/error.h"
 #include "runtime/thread_pool.h"
@@ -47,6 +60,9 @@ namespace kiln::runtime {
 namespace {
 
 std::atomic<bool> benchmarkOn{false};
+
+constexpr int64_t kChunkBytes = int64_t{1} << 20;
+constexpr int64_t kEpilogueGrain = 32768;
 
 struct Choices {
   std::mutex mutex;
@@ -64,16 +80,23 @@ std::optional<ConvAlgorithm> parseAlgorithm(std::string_view name) {
   return std::nullopt;
 }
 
-/// KILN_CONV_ALGORITHM, read once.
+/// KILN_CONV_ALGORITHM, read once; detail::forceConvAlgorithm replaces it.
+std::atomic<int> forcedAlgorithm{-2};  // -2: not read yet, -1: none
+
 std::optional<ConvAlgorithm> forced() {
-  static const std::optional<ConvAlgorithm> f = [] {
+  int f = forcedAlgorithm.load(std::memory_order_relaxed);
+  if (f == -2) {
     const char* v = std::getenv("KILN_CONV_ALGORITHM");
-    if (!v || !*v || std::string_view(v) == "auto") return std::optional<ConvAlgorithm>();
-    const std::optional<ConvAlgorithm> a = parseAlgorithm(v);
-    KILN_CHECK(a.has_value(), "KILN_CONV_ALGORITHM must be onednn_blocked, onednn, direct or auto, got '{}'", v);
-    return a;
-  }();
-  return f;
+    std::optional<ConvAlgorithm> a;
+    if (v && *v && std::string_view(v) != "auto") {
+      a = parseAlgorithm(v);
+      KILN_CHECK(a.has_value(), "KILN_CONV_ALGORITHM must be onednn, onednn_blocked, direct or auto, got '{}'", v);
+    }
+    int expected = -2;
+    forcedAlgorithm.compare_exchange_strong(expected, a ? static_cast<int>(*a) : -1);
+    f = forcedAlgorithm.load(std::memory_order_relaxed);
+  }
+  return f < 0 ? std::nullopt : std::optional<ConvAlgorithm>(static_cast<ConvAlgorithm>(f));
 }
 
 bool isEmpty(const ConvCall& k) {
@@ -170,6 +193,10 @@ ConvAlgorithm convAlgorithmFor(const ConvCall& k, int threads, std::span<void* c
   return c.chosen[key] = best;
 }
 
+void forceConvAlgorithm(std::optional<ConvAlgorithm> algorithm) {
+  forcedAlgorithm.store(algorithm ? static_cast<int>(*algorithm) : -1, std::memory_order_relaxed);
+}
+
 void forgetConvChoices() {
   Choices& c = choices();
   std::lock_guard lock(c.mutex);
@@ -186,16 +213,61 @@ std::string convImplementation(const ConvCall& call) {
 
 }  // namespace detail
 
+namespace {
+/// Note [Convolution epilogues]: the images a chunk of this call holds.
+int64_t imagesPerChunk(const ConvCall& k) {
+  if (k.kind != ConvCall::Kind::forward || k.n <= 1) return std::max<int64_t>(k.n, 1);
+  const int64_t image = std::max<int64_t>(k.o * k.ho * k.wo * itemSize(k.dtype), 1);
+  return std::clamp<int64_t>(kChunkBytes / image, 1, k.n);
+}
+
+/// The call in chunks, `epilogue` over each chunk's result after it.
+void convThen(const ConvCall& k, std::span<void* const> buffers, const HostEpilogue& epilogue) {
+  const int threads = ThreadPool::instance().numThreads();
+  const int64_t per = imagesPerChunk(k), image = k.o * k.ho * k.wo, item = itemSize(k.dtype);
+  auto finish = [&](int64_t begin, int64_t end) {
+    if (!epilogue.fn || begin >= end) return;
+    ThreadPool::instance().parallelFor(end - begin, kEpilogueGrain, [&](int64_t b, int64_t e) {
+      epilogue.fn(epilogue.buffers.data(), epilogue.args.data(), begin + b, begin + e);
+    });
+  };
+  if (per >= k.n) {
+    const ConvAlgorithm a = detail::convAlgorithmFor(k, threads, buffers);
+    const bool ran = run(k, a, buffers, threads);
+    KILN_ASSERT(ran, "conv: algorithm {} refused a call it was chosen for", convAlgorithmName(a));
+    finish(0, k.kind == ConvCall::Kind::forward ? k.n * image : 0);
+    return;
+  }
+  for (int64_t start = 0; start < k.n; start += per) {
+    ConvCall sub = k;
+    sub.n = std::min(per, k.n - start);
+    void* const part[3] = {static_cast<char*>(buffers[0]) + start * k.xStrides[0] * item, buffers[1],
+                           static_cast<char*>(buffers[2]) + start * image * item};
+    const std::span<void* const> subBuffers(part, 3);
+    const ConvAlgorithm a = detail::convAlgorithmFor(sub, threads, subBuffers);
+    const bool ran = run(sub, a, subBuffers, threads);
+    KILN_ASSERT(ran, "conv: algorithm {} refused a call it was chosen for", convAlgorithmName(a));
+    finish(start * image, (start + sub.n) * image);
+  }
+}
+}  // namespace
+
 void conv(const LibraryCall& call) {
-  const ConvCall k = ConvCall::decode(call.args);
   KILN_ASSERT(call.buffers.size() == 3, "conv with {} buffers", call.buffers.size());
   void* ptrs[3];
   for (size_t i = 0; i < 3; ++i) ptrs[i] = hostAddress(call.buffers[i]);
-  const std::span<void* const> buffers(ptrs, 3);
-  const int threads = ThreadPool::instance().numThreads();
-  const ConvAlgorithm a = detail::convAlgorithmFor(k, threads, buffers);
-  const bool ran = run(k, a, buffers, threads);
-  KILN_ASSERT(ran, "conv: algorithm {} refused a call it was chosen for", convAlgorithmName(a));
+  convThen(ConvCall::decode(call.args), std::span<void* const>(ptrs, 3), HostEpilogue{});
+}
+
+void convWithEpilogue(const LibraryCall& call) {
+  KILN_ASSERT(call.epilogue && call.epilogue->kernel && call.epilogue->firstBuffer == 3,
+              "conv with an epilogue called without one");
+  const ConvCall k = ConvCall::decode(call.args);
+  KILN_ASSERT(k.kind == ConvCall::Kind::forward, "conv: an epilogue on a call of kind {}", static_cast<int>(k.kind));
+  std::vector<void*> host(call.buffers.size());
+  for (size_t i = 0; i < host.size(); ++i) host[i] = hostAddress(call.buffers[i]);
+  const std::span<void* const> all(host);
+  convThen(k, all.first(3), HostEpilogue{hostKernelFn(*call.epilogue->kernel), all.subspan(3), call.epilogue->args});
 }
 
 }  // namespace kiln::runtime

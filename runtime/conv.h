@@ -90,8 +90,13 @@ struct ConvChoiceStore {
 void setConvChoiceStore(ConvChoiceStore store);
 
 /// The CPU library call (LibraryFn): buffers as ConvCall says, args
-/// ConvCall::encode(), on the algorithm chosen for it.
+/// ConvCall::encode(), on the algorithm chosen for it; a forward call in
+/// chunks of images (Note [Convolution epilogues] in runtime/conv.cpp).
 void conv(const LibraryCall& call);
+/// The LibraryFn of a CPU forward convolution step with an epilogue
+/// (call.epilogue): buffers x, w, y, then the epilogue kernel's, which runs
+/// over each chunk's result as soon as it is computed.
+void convWithEpilogue(const LibraryCall& call);
 
 namespace detail {
 /// kiln's direct loops on the host for any float dtype
@@ -110,6 +115,9 @@ std::vector<ConvAlgorithm> convCandidates(const ConvCall& call, int threads);
 /// benchmark setting asks for it and nothing is kept (empty buffers: the
 /// default instead of measuring).
 ConvAlgorithm convAlgorithmFor(const ConvCall& call, int threads, std::span<void* const> buffers);
+/// Forces an algorithm where it is available (nullopt: none), replacing
+/// KILN_CONV_ALGORITHM: for the tests.
+void forceConvAlgorithm(std::optional<ConvAlgorithm> algorithm);
 /// Forgets this process's measured choices (the store keeps its own): for
 /// the tests.
 void forgetConvChoices();

@@ -394,7 +394,8 @@ Formula formulaFor(Op op, const ir::Attributes& attrs, std::shared_ptr<Args> a, 
         c.outputPadding[d] = in0.shape[static_cast<size_t>(d + 2)] -
                              ir::convTransposeOutputSize(result.size(d + 2), c.kernel[d], c.stride[d], c.padding[d],
                                                          c.padding[d + 2], c.dilation[d], 0);
-      return [a, dx, dw, c](const Tensor& g) {
+      return [a, dx, dw, c](const Tensor& g0) {
+        const Tensor g = g0.contiguous();  // Note [Convolutions read contiguous operands] in frontend/conv.cpp
         Tensor gx, gw;
         if (dx)
           gx = detail::dispatch(Op::conv_transpose2d, {g, (*a)[1]}, ir::convAttributes(Op::conv_transpose2d, c));
@@ -414,7 +415,8 @@ Formula formulaFor(Op op, const ir::Attributes& attrs, std::shared_ptr<Args> a, 
       ir::ConvAttrs c = ir::convAttrs(op, attrs);
       const Shape& w = a->original(1).tensor.shape();
       c.kernel = {w[2], w[3]};
-      return [a, dx, dw, c](const Tensor& g) {
+      return [a, dx, dw, c](const Tensor& g0) {
+        const Tensor g = g0.contiguous();  // Note [Convolutions read contiguous operands] in frontend/conv.cpp
         Tensor gx, gw;
         if (dx) gx = detail::dispatch(Op::conv2d, {g, (*a)[1]}, ir::convAttributes(Op::conv2d, c));
         if (dw)
