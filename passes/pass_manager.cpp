@@ -20,6 +20,8 @@ namespace {
 constexpr PassInfo kPasses[] = {
     {"canonicalize", "apply local rewrite rules (x * 1 -> x, neg(neg(x)) -> x, ...) to a fixed point", runCanonicalize},
     {"fold-constants", "evaluate elementwise ops whose inputs are all constants", runFoldConstants},
+    {"fold-batchnorm", "fold a per-channel affine after a conv2d (eval batch norm) into its weight and a bias",
+     runFoldBatchNorm},
     {"cse", "merge nodes that compute the same value (structural hashing)", runCse},
     {"dce", "remove nodes whose results are never used", runDce},
     {"fuse-attention", "replace softmax(q k^T scale + mask) v, written as separate ops, by one attention op",

@@ -20,6 +20,10 @@ bool runFuseReductions(ir::Graph& graph, PassContext& context);
 /// where it runs fused (see passes/fuse_attention.cpp); run it before the
 /// fusion passes.
 bool runFuseAttention(ir::Graph& graph, PassContext& context);
+/// fold-batchnorm: folds a per-channel affine after a conv2d (batch norm in
+/// eval mode) into its weight and a bias add (see passes/fold_batchnorm.cpp;
+/// to a tolerance, not in the default pipeline).
+bool runFoldBatchNorm(ir::Graph& graph, PassContext& context);
 /// cse: merges nodes that compute the same thing (same op, inputs,
 /// attributes and result types), keeping the first.
 bool runCse(ir::Graph& graph, PassContext& context);

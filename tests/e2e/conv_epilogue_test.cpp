@@ -7,6 +7,7 @@
 // reduction, a transposed convolution) stays a step of its own.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
@@ -109,6 +110,36 @@ TEST(ConvEpilogues, WhatMustNotBeAnEpilogueStaysAStep) {
   // A transposed convolution takes none.
   expectEpilogues(
       "conv_transpose2d", [](auto& in) { return relu(convTranspose2d(in[0], in[1])); }, {x, w}, 2, 0);
+}
+
+}  // namespace
+
+namespace {
+
+TEST(ConvEpilogues, FoldBatchNormMatchesEagerToATolerance) {
+  // fold-batchnorm (not in the default pipeline: not bit for bit) scales
+  // the weight per output channel; the shift, the residual and relu remain
+  // the convolution's epilogue.
+  const int64_t n = 4, c = 16, hw = 12;
+  const Tensor x = normal({n, c, hw, hw}, 20), w = normal({c, c, 3, 3}, 21) * 0.1;
+  const Tensor mean = normal({c}, 22), var = abs(normal({c}, 23)) + 0.5, gamma = normal({c}, 24),
+               beta = normal({c}, 25);
+  const std::vector<Tensor> inputs = {x, w, mean, var, gamma, beta};
+  const Tensor eager = blockTail(inputs);
+  CompileOptions options;
+  options.pipeline =
+      "canonicalize,fold-constants,fold-batchnorm,cse,dce,fuse-attention,fuse-reductions,fuse-elementwise";
+  detail::CompileEngine engine([](const std::vector<Tensor>& in) { return std::vector<Tensor>{blockTail(in)}; },
+                               options);
+  const Tensor folded = engine.call(inputs)[0];
+  EXPECT_NE(engine.lastGraph().find("conv2d(%x0, %"), std::string::npos) << engine.lastGraph();
+  EXPECT_EQ(engine.lastGraph().find("conv2d(%x0, %x1)"), std::string::npos) << "the weight is scaled first";
+  EXPECT_EQ(engine.lastNumEpilogues(), 1) << engine.lastGraph();
+  const std::vector<float> a = folded.toVector<float>(), b = eager.toVector<float>();
+  ASSERT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]) / (1.0 + std::fabs(b[i])));
+  EXPECT_LT(worst, 1e-5) << "the folded products round in another order, by a few ulps";
 }
 
 }  // namespace
