@@ -85,7 +85,9 @@ TEST(ConvAlgorithms, EachAvailableOneEqualsTheDirectLoops) {
             << convAlgorithmName(a) << ", element " << i;
     }
   }
-  if (haveOneDnn()) EXPECT_GE(oneDnnRuns, 12) << "oneDNN serves every kind of call here in at least one layout";
+  if (haveOneDnn()) {
+    EXPECT_GE(oneDnnRuns, 12) << "oneDNN serves every kind of call here in at least one layout";
+  }
 }
 
 TEST(ConvAlgorithms, ABroadcastOperandIsNotAOneDnnLayout) {
