@@ -91,8 +91,8 @@ Tensor batchNorm(const Tensor& x, const Tensor& runningMean, const Tensor& runni
   autograd::attach(
       "NativeBatchNormBackward", inputs, std::span<const Tensor>(&y, 1),
       [sx = autograd::SavedTensor(xf), smu = autograd::SavedTensor(mu), srstd = autograd::SavedTensor(rstd),
-       sw = weight.defined() ? autograd::SavedTensor(weight) : autograd::SavedTensor(), hasBias = bias.defined(),
-       dims, cs, c](const std::vector<Tensor>& grads) {
+       sw = weight.defined() ? autograd::SavedTensor(weight) : autograd::SavedTensor(), hasBias = bias.defined(), dims,
+       cs, c](const std::vector<Tensor>& grads) {
         const char* node = "NativeBatchNormBackward";
         const Tensor r = srstd.unpack(node);
         const Tensor xhat = (sx.unpack(node) - smu.unpack(node)) * r;

@@ -143,9 +143,8 @@ Tensor maxPoolIndices(const Tensor& x, const PoolGeometry& g) {
     for (int64_t j = 0; j < g.kernel[1]; ++j) {
       for (int64_t oh = 0; oh < g.oh; ++oh)
         for (int64_t ow = 0; ow < g.ow; ++ow)
-          candidate[static_cast<size_t>(oh * g.ow + ow)] =
-              (oh * g.stride[0] - g.padding[0] + i * g.dilation[0]) * g.w +
-              (ow * g.stride[1] - g.padding[1] + j * g.dilation[1]);
+          candidate[static_cast<size_t>(oh * g.ow + ow)] = (oh * g.stride[0] - g.padding[0] + i * g.dilation[0]) * g.w +
+                                                           (ow * g.stride[1] - g.padding[1] + j * g.dilation[1]);
       const Tensor v = windowElement(xp, g, i, j);
       const Tensor take = maximum(gt(v, best), ne(v, v));  // bool maximum: or
       best = where(take, v, best);
@@ -158,7 +157,8 @@ Tensor maxPoolIndices(const Tensor& x, const PoolGeometry& g) {
 /// OW]: each element added at the input element `indices` names.
 Tensor scatterToIndices(const Tensor& grad, const Tensor& indices, const PoolGeometry& g) {
   const int64_t plane = g.h * g.w;
-  const Tensor base = (arange(0, static_cast<double>(g.n * g.c), 1, DType::i64, grad.device()) * plane).view({g.n, g.c, 1, 1});
+  const Tensor base =
+      (arange(0, static_cast<double>(g.n * g.c), 1, DType::i64, grad.device()) * plane).view({g.n, g.c, 1, 1});
   const Tensor flat = (indices + base).reshape({-1});
   return indexAdd(zeros({g.n * g.c * plane}, grad.dtype(), grad.device()), 0, flat, grad.reshape({-1}))
       .view({g.n, g.c, g.h, g.w});
@@ -170,7 +170,7 @@ auto batched(const Tensor& x, Fn fn) {
   if (x.dim() == 4) return fn(x);
   auto result = fn(x.unsqueeze(0));
   if constexpr (std::is_same_v<decltype(result), MaxPoolResult>)
-    return MaxPoolResult{result.values.squeeze(0), result.indices.squeeze(0)};
+    return MaxPoolResult{result.values.squeeze(0), result.indices.defined() ? result.indices.squeeze(0) : Tensor()};
   else
     return result.squeeze(0);
 }
@@ -187,21 +187,20 @@ MaxPoolResult maxPool(const char* op, const Tensor& x0, Size2 kernel, std::optio
       r.values = maxPoolValues(x, g);
       if (withIndices) r.indices = maxPoolIndices(x, g);
     }
-    autograd::attach("MaxPool2DWithIndicesBackward", std::span<const Tensor>(&x, 1),
-                     std::span<const Tensor>(&r.values, 1),
-                     [sx = autograd::SavedTensor(x), si = withIndices ? autograd::SavedTensor(r.indices)
-                                                                      : autograd::SavedTensor(),
-                      g](const std::vector<Tensor>& grads) {
-                       const char* node = "MaxPool2DWithIndicesBackward";
-                       Tensor indices;
-                       if (si.defined()) {
-                         indices = si.unpack(node);
-                       } else {
-                         NoGradGuard noGrad;
-                         indices = maxPoolIndices(sx.unpack(node), g);
-                       }
-                       return std::vector<Tensor>{scatterToIndices(grads.at(0), indices, g)};
-                     });
+    autograd::attach(
+        "MaxPool2DWithIndicesBackward", std::span<const Tensor>(&x, 1), std::span<const Tensor>(&r.values, 1),
+        [sx = autograd::SavedTensor(x), si = withIndices ? autograd::SavedTensor(r.indices) : autograd::SavedTensor(),
+         g](const std::vector<Tensor>& grads) {
+          const char* node = "MaxPool2DWithIndicesBackward";
+          Tensor indices;
+          if (si.defined()) {
+            indices = si.unpack(node);
+          } else {
+            NoGradGuard noGrad;
+            indices = maxPoolIndices(sx.unpack(node), g);
+          }
+          return std::vector<Tensor>{scatterToIndices(grads.at(0), indices, g)};
+        });
     return r;
   });
 }
@@ -234,22 +233,25 @@ Tensor avgPool2d(const Tensor& x0, Size2 kernel, std::optional<Size2> stride, Si
       const int64_t poolSize = (h1 - h0) * (w1 - w0);
       h0 = std::max<int64_t>(h0, 0), w0 = std::max<int64_t>(w0, 0);
       h1 = std::min(h1, g.h), w1 = std::min(w1, g.w);
-      double d = static_cast<double>(divisorOverride ? *divisorOverride
+      double d = static_cast<double>(divisorOverride   ? *divisorOverride
                                      : countIncludePad ? poolSize
                                                        : (h1 - h0) * (w1 - w0));
       if (h0 >= h1 || w0 >= w1) d = 1;  // the sum is 0 there
       divisor[static_cast<size_t>(oh * g.ow + ow)] = d;
     }
-  const Tensor divisors =
-      fromVector(divisor, {g.oh, g.ow}, xf.device()).to(xf.dtype());
-  return batched(xf, [&](const Tensor& x) {
-           const Tensor xp = padForPool(x, g, 0.0);
-           Tensor total = windowElement(xp, g, 0, 0);
-           for (int64_t i = 0; i < g.kernel[0]; ++i)
-             for (int64_t j = 0; j < g.kernel[1]; ++j)
-               if (i || j) total = total + windowElement(xp, g, i, j);
-           return total / divisors;
-         })
+  // Made in the dtype of the sum (no cast in the program: it would be a kernel of its own).
+  const Tensor divisors = xf.dtype() == DType::f64 ? fromVector(divisor, {g.oh, g.ow}, xf.device())
+                                                   : fromVector(std::vector<float>(divisor.begin(), divisor.end()),
+                                                                {g.oh, g.ow}, xf.device());
+  return batched(xf,
+                 [&](const Tensor& x) {
+                   const Tensor xp = padForPool(x, g, 0.0);
+                   Tensor total = windowElement(xp, g, 0, 0);
+                   for (int64_t i = 0; i < g.kernel[0]; ++i)
+                     for (int64_t j = 0; j < g.kernel[1]; ++j)
+                       if (i || j) total = total + windowElement(xp, g, i, j);
+                   return total / divisors;
+                 })
       .to(x0.dtype());
 }
 

@@ -74,10 +74,10 @@ Tensor adaptiveAvgPool2d(const Tensor& x, Size2 outputSize);
 /// floor(input size * factor)), exactly one of them; `mode` "nearest" or
 /// "bilinear"; `alignCorners` only with "bilinear" (false by default).
 struct InterpolateOptions {
-  std::optional<Size2> size;
-  std::optional<std::array<double, 2>> scaleFactor;
+  std::optional<Size2> size{};
+  std::optional<std::array<double, 2>> scaleFactor{};
   std::string mode = "nearest";
-  std::optional<bool> alignCorners;
+  std::optional<bool> alignCorners{};
 };
 
 /// x [N, C, H, W] resized as torch.nn.functional.interpolate: "nearest"

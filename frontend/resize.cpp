@@ -39,8 +39,8 @@ Tensor constantPad(const Tensor& x, const std::vector<int64_t>& pads, double val
     const int64_t d = x.dim() - 1 - static_cast<int64_t>(k);
     const int64_t before = pads[2 * k], after = pads[2 * k + 1], n = y.size(static_cast<int>(d));
     KILN_CHECK(n + before + after >= 0,
-               "pad: the input size {} plus padding {} and {} is negative, in dimension {} of {}", n, before, after,
-               d, x.str());
+               "pad: the input size {} plus padding {} and {} is negative, in dimension {} of {}", n, before, after, d,
+               x.str());
     if (before < 0 || after < 0) y = y.slice(d, std::max<int64_t>(0, -before), n - std::max<int64_t>(0, -after));
     std::vector<Tensor> parts;
     Shape block = y.shape();
@@ -126,8 +126,8 @@ Tensor pad(const Tensor& x, std::vector<int64_t> pads, std::string_view mode, do
   KILN_CHECK(value == 0, "pad: padding mode '{}' does not take a value, got {}", mode, value);
   const int64_t padded = static_cast<int64_t>(pads.size() / 2);
   KILN_CHECK(padded >= 1 && padded <= 3 && (x.dim() == padded + 1 || x.dim() == padded + 2),
-             "pad: mode '{}' pads the last 1, 2 or 3 dims of a tensor with 1 or 2 more dims, got {} pads for {}",
-             mode, pads.size(), x.str());
+             "pad: mode '{}' pads the last 1, 2 or 3 dims of a tensor with 1 or 2 more dims, got {} pads for {}", mode,
+             pads.size(), x.str());
   Tensor y = x;
   for (int64_t k = 0; k < padded; ++k) {
     const int64_t d = x.dim() - 1 - k;
@@ -139,12 +139,12 @@ Tensor pad(const Tensor& x, std::vector<int64_t> pads, std::string_view mode, do
                  before, after, d, x.str());
     else if (mode == "circular")
       KILN_CHECK(before <= n && after <= n,
-                 "pad: circular padding of {} and {} wraps around dimension {} of {} more than once", before, after,
-                 d, x.str());
+                 "pad: circular padding of {} and {} wraps around dimension {} of {} more than once", before, after, d,
+                 x.str());
     else
       KILN_CHECK(n > 0, "pad: replicate padding of an empty dimension {} of {}", d, x.str());
-    KILN_CHECK(out >= 0, "pad: the input size {} plus padding {} and {} is negative, in dimension {} of {}", n,
-               before, after, d, x.str());
+    KILN_CHECK(out >= 0, "pad: the input size {} plus padding {} and {} is negative, in dimension {} of {}", n, before,
+               after, d, x.str());
     std::vector<int64_t> src(static_cast<size_t>(out));
     for (int64_t j = 0; j < out; ++j) src[static_cast<size_t>(j)] = padSource(mode, j, n, before);
     y = indexSelect(y, d, fromVector(src, x.device()));
@@ -164,8 +164,7 @@ Tensor interpolate(const Tensor& x0, const InterpolateOptions& o) {
              o.mode);
   KILN_CHECK(!(o.mode == "nearest" && o.alignCorners),
              "{}: alignCorners can only be set with the interpolating modes (bilinear)", op);
-  const Tensor x =
-      x0.dtype() == DType::f16 || x0.dtype() == DType::bf16 ? x0.to(DType::f32) : x0;
+  const Tensor x = x0.dtype() == DType::f16 || x0.dtype() == DType::bf16 ? x0.to(DType::f32) : x0;
   Size2 out;
   std::array<std::optional<double>, 2> factor;
   for (int d = 0; d < 2; ++d) {
@@ -191,8 +190,9 @@ Tensor interpolate(const Tensor& x0, const InterpolateOptions& o) {
       y = indexSelect(y, 2 + d, fromVector(nearestSources(in, n, f), x.device()));
     } else {
       const bool align = o.alignCorners.value_or(false);
-      y = linearAlong(y, 2 + d,
-                      x.dtype() == DType::f64 ? linearTable<double>(in, n, f, align) : linearTable<float>(in, n, f, align));
+      y = linearAlong(
+          y, 2 + d,
+          x.dtype() == DType::f64 ? linearTable<double>(in, n, f, align) : linearTable<float>(in, n, f, align));
     }
   }
   return y.to(x0.dtype());

@@ -4,6 +4,7 @@
 #include "frontend/autograd/grad_mode.h"
 #include "frontend/nn/init.h"
 #include "frontend/normalization.h"
+#include "frontend/ops.h"
 #include "runtime/error.h"
 
 namespace kiln::nn {
@@ -44,7 +45,7 @@ Tensor BatchNorm2dImpl::forward(const Tensor& input) {
   if (isTraining() && numBatchesTracked.defined()) {
     {
       NoGradGuard noGrad;
-      numBatchesTracked.add_(1);
+      numBatchesTracked.copy_(numBatchesTracked + 1);  // an integer 1 keeps i64 (add_ takes a double)
     }
     if (!momentum) factor = 1.0 / static_cast<double>(numBatchesTracked.item<int64_t>());
   }

@@ -17,7 +17,7 @@ namespace kiln::nn {
 /// torch.nn.MaxPool2d's arguments; stride unset means the kernel size.
 struct MaxPool2dOptions {
   Size2 kernel{1, 1};
-  std::optional<Size2> stride;
+  std::optional<Size2> stride{};
   Size2 padding{0, 0};
   Size2 dilation{1, 1};
   bool ceilMode = false;
@@ -37,11 +37,11 @@ KILN_MODULE(MaxPool2d);
 /// torch.nn.AvgPool2d's arguments; stride unset means the kernel size.
 struct AvgPool2dOptions {
   Size2 kernel{1, 1};
-  std::optional<Size2> stride;
+  std::optional<Size2> stride{};
   Size2 padding{0, 0};
   bool ceilMode = false;
   bool countIncludePad = true;
-  std::optional<int64_t> divisorOverride;
+  std::optional<int64_t> divisorOverride{};
 };
 
 class AvgPool2dImpl : public Module {
@@ -71,15 +71,15 @@ class AdaptiveAvgPool2d : public ModuleHolder<AdaptiveAvgPool2dImpl> {
  public:
   using ModuleHolder<AdaptiveAvgPool2dImpl>::ModuleHolder;
   // A braced size cannot go through the variadic constructor.
-  explicit AdaptiveAvgPool2d(Size2 outputSize)
-      : ModuleHolder(std::make_shared<AdaptiveAvgPool2dImpl>(outputSize)) {}
+  explicit AdaptiveAvgPool2d(Size2 outputSize) : ModuleHolder(std::make_shared<AdaptiveAvgPool2dImpl>(outputSize)) {}
 };
 
 class FlattenImpl : public Module {
  public:
   /// Merges dims startDim..endDim, as torch.nn.Flatten (defaults 1, -1:
   /// everything but the batch dim).
-  explicit FlattenImpl(int64_t startDim = 1, int64_t endDim = -1) : Module("Flatten"), startDim(startDim), endDim(endDim) {}
+  explicit FlattenImpl(int64_t startDim = 1, int64_t endDim = -1)
+      : Module("Flatten"), startDim(startDim), endDim(endDim) {}
   Tensor forward(const Tensor& input) override;
 
   const int64_t startDim, endDim;

@@ -83,9 +83,10 @@ TEST(BatchNorm, TrainingMatchesTheDefinitionAndUpdatesRunningStatsUnbiased) {
     expectNear(values(rm), wantMean, 1e-12, "running_mean");
     expectNear(values(rv), wantVar, 1e-12, "running_var");
     // Undefined running statistics and affine parameters are allowed in training.
-    expectNear(values(batchNorm(x, {}, {}, {}, {}, true, momentum, eps)),
-               refNormalize(hx, n, c, l, s.mean, s.biasedVar, std::vector<double>(c, 1), std::vector<double>(c, 0), eps),
-               1e-12, "no affine");
+    expectNear(
+        values(batchNorm(x, {}, {}, {}, {}, true, momentum, eps)),
+        refNormalize(hx, n, c, l, s.mean, s.biasedVar, std::vector<double>(c, 1), std::vector<double>(c, 0), eps),
+        1e-12, "no affine");
   }
 }
 
@@ -140,9 +141,9 @@ TEST(GroupNorm, MatchesTheDefinitionAndGradcheck) {
       }
     }
   expectNear(values(groupNorm(x, g, w, b)), want, 1e-12, "group_norm");
-  EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& in) { return groupNorm(in[0], 2, in[1], in[2]); },
-                        {sample({2, 4, 3}, 33).setRequiresGrad(), sample({4}, 34).setRequiresGrad(),
-                         sample({4}, 35).setRequiresGrad()}));
+  EXPECT_TRUE(gradcheck(
+      [&](const std::vector<Tensor>& in) { return groupNorm(in[0], 2, in[1], in[2]); },
+      {sample({2, 4, 3}, 33).setRequiresGrad(), sample({4}, 34).setRequiresGrad(), sample({4}, 35).setRequiresGrad()}));
 }
 
 TEST(BatchNorm, ModuleParametersBuffersAndModes) {
@@ -221,6 +222,61 @@ TEST(BatchNorm, CompiledCnnPieceEqualsEager) {
   EXPECT_EQ(pool.lastNumKernels(), 1) << pool.lastGraph();
 }
 
+TEST(BatchNorm, CompiledTrainingStepEqualsEager) {
+  // Forward and backward of maxPool2d + batchNorm + relu in one program, on
+  // an input of small integers (ties in the pool windows).
+  Tensor x = (randn({2, 3, 6, 6}) * 2.0).to(DType::i32).to(DType::f32);
+  Tensor upstream = randn({2, 3, 3, 3});
+  const auto step = [](const Tensor& input, const Tensor& g, const Tensor& weight, const Tensor& bias) {
+    Tensor in = input.detach().setRequiresGrad();
+    Tensor w = weight.detach().setRequiresGrad(), b = bias.detach().setRequiresGrad();
+    Tensor y = relu(batchNorm(maxPool2d(in, {3, 3}, Size2{2, 2}, {1, 1}), {}, {}, w, b, true));
+    y.backward(g);
+    return std::vector<Tensor>{y, in.grad(), w.grad(), b.grad()};
+  };
+  Tensor w = randn({3}), b = randn({3});
+  const std::vector<Tensor> eager = step(x, upstream, w, b);
+  auto compiled = compile(step);
+  const std::vector<Tensor> got = compiled(x, upstream, w, b);
+  ASSERT_EQ(got.size(), 4u);
+  const char* names[] = {"y", "input grad", "weight grad", "bias grad"};
+  for (size_t i = 0; i < 4; ++i) expectNear(values(got[i]), values(eager[i]), 1e-5, names[i]);
+}
+
+TEST(BatchNorm, CompiledModulesTrackTheirStatisticsAsEager) {
+  // nn::BatchNorm2d in a compiled Sequential: every call updates the
+  // running statistics and the counter, as the eager twin does.
+  const auto net = [] {
+    return nn::Sequential(nn::MaxPool2d(2), nn::BatchNorm2d(3), nn::ReLU(), nn::AdaptiveAvgPool2d(1), nn::Flatten());
+  };
+  nn::Sequential eager = net(), traced = net();
+  auto f = compile([&](const Tensor& in) { return traced(in); });
+  for (int step = 0; step < 3; ++step) {
+    Tensor x = randn({4, 3, 6, 6});
+    expectNear(values(f(x)), values(eager(x)), 1e-5, "output");
+  }
+  const nn::StateDict a = eager->stateDict(), b = traced->stateDict();
+  for (const auto& [name, t] : a) expectNear(values(b.at(name)), values(t), 1e-6, name);
+  EXPECT_EQ(b.at("1.num_batches_tracked").item<int64_t>(), 3);
+}
+
+TEST(BatchNorm, HalfPrecisionPoolsAndNorms) {
+  for (DType dtype : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(std::string(dtypeName(dtype)));
+    Tensor x = randn({2, 3, 4, 4}).to(dtype);
+    Tensor xf = x.to(DType::f32);  // the same values
+    Tensor h = x.detach().setRequiresGrad(), f = xf.detach().setRequiresGrad();
+    Tensor yh = maxPool2d(h, {2, 2}), yf = maxPool2d(f, {2, 2});
+    EXPECT_EQ(yh.dtype(), dtype);
+    EXPECT_EQ(values(yh), values(yf)) << "a max is exact";
+    sum(yh.to(DType::f32)).backward();
+    sum(yf).backward();
+    EXPECT_EQ(values(h.grad()), values(f.grad()));
+    expectNear(values(avgPool2d(x, {2, 2})), values(avgPool2d(xf, {2, 2})), 2e-2, "avg pool");
+    expectNear(values(groupNorm(x, 3)), values(groupNorm(xf, 3)), 5e-2, "group norm");
+  }
+}
+
 TEST(BatchNorm, OnOpenCLAsOnTheCpu) {
   const Device device = Device::opencl();
   std::string why;
@@ -242,7 +298,9 @@ TEST(BatchNorm, Errors) {
             "batch_norm: expected running_mean of shape [3] (the channels of f32[2,3,4,4]@cpu), got f32[4]@cpu");
   EXPECT_EQ(errorOf([&] { batchNorm(x, {}, {}, ones({2}), {}, true); }),
             "batch_norm: expected weight of shape [3] (the channels of f32[2,3,4,4]@cpu), got f32[2]@cpu");
-  EXPECT_EQ(errorOf([&] { batchNorm(zeros({1, 3}), {}, {}, {}, {}, true); }),
+  EXPECT_EQ(errorOf([&] {
+              batchNorm(zeros({1, 3}), {}, {}, {}, {}, true);
+            }),
             "batch_norm: expected more than 1 value per channel when training, got input f32[1,3]@cpu");
   EXPECT_EQ(errorOf([&] { batchNorm(x, {}, {}, {}, {}, false); }),
             "batch_norm: running_mean and running_var must be defined in evaluation mode");
@@ -253,9 +311,14 @@ TEST(BatchNorm, Errors) {
   EXPECT_EQ(errorOf([] { nn::GroupNorm(4, 6); }),
             "GroupNorm: numChannels must be divisible by numGroups, got numGroups=4, numChannels=6");
   nn::BatchNorm2d bn(3);
-  EXPECT_EQ(errorOf([&] { bn(zeros({2, 3, 4})); }), "BatchNorm2d: expected a 4-d input [N, C, H, W], got f32[2,3,4]@cpu");
-  EXPECT_EQ(errorOf([&] { bn(zeros({2, 4, 2, 2})); }),
-            "batch_norm: expected running_mean of shape [3] (the channels of f32[2,4,2,2]@cpu), got f32[3]@cpu");
+  EXPECT_EQ(errorOf([&] {
+              bn(zeros({2, 3, 4}));
+            }),
+            "BatchNorm2d: expected a 4-d input [N, C, H, W], got f32[2,3,4]@cpu");
+  EXPECT_EQ(errorOf([&] {
+              bn(zeros({2, 4, 2, 2}));
+            }),
+            "batch_norm: expected running_mean of shape [4] (the channels of f32[2,4,2,2]@cpu), got f32[3]@cpu");
 }
 
 }  // namespace

@@ -72,7 +72,9 @@ const PoolCase kMaxCases[] = {
 /// PyTorch's pooling_output_shape.
 int64_t refPooledSize(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil) {
   const double span = static_cast<double>(in + 2 * p - d * (k - 1) - 1);
-  int64_t out = static_cast<int64_t>(ceil ? std::ceil(span / static_cast<double>(s)) : std::floor(span / static_cast<double>(s))) + 1;
+  int64_t out = static_cast<int64_t>(ceil ? std::ceil(span / static_cast<double>(s))
+                                          : std::floor(span / static_cast<double>(s))) +
+                1;
   if (ceil && (out - 1) * s >= in + p) --out;
   return out;
 }
@@ -117,8 +119,7 @@ TEST(Pooling, MaxPoolMatchesPyTorchsLoop) {
     const auto [wantValues, wantIndices] = refMaxPool(Host(x), c);
     expectNear(values(values0), wantValues, 0, "values");
     EXPECT_EQ(indices0.toVector<int64_t>(), wantIndices);
-    expectNear(values(maxPool2d(x, c.kernel, c.stride, c.padding, c.dilation, c.ceilMode)), wantValues, 0,
-               "maxPool2d");
+    expectNear(values(maxPool2d(x, c.kernel, c.stride, c.padding, c.dilation, c.ceilMode)), wantValues, 0, "maxPool2d");
   }
 }
 
@@ -163,12 +164,17 @@ TEST(Pooling, MaxPoolGradientOnTiesGoesToTheFirstMaximum) {
 TEST(Pooling, MaxPoolGradcheck) {
   for (const PoolCase& c : {kMaxCases[3], kMaxCases[5], kMaxCases[6]}) {
     Tensor x = image({1, 2, c.shape[2], c.shape[3]}, 11).setRequiresGrad();
-    EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& in) {
-      return maxPool2d(in[0], c.kernel, c.stride, c.padding, c.dilation, c.ceilMode);
-    }, {x})) << ir::shapeStr(c.shape);
-    EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& in) {
-      return maxPool2dWithIndices(in[0], c.kernel, c.stride, c.padding, c.dilation, c.ceilMode).values * 2.0;
-    }, {x}));
+    EXPECT_TRUE(gradcheck(
+        [&](const std::vector<Tensor>& in) {
+          return maxPool2d(in[0], c.kernel, c.stride, c.padding, c.dilation, c.ceilMode);
+        },
+        {x}))
+        << ir::shapeStr(c.shape);
+    EXPECT_TRUE(gradcheck(
+        [&](const std::vector<Tensor>& in) {
+          return maxPool2dWithIndices(in[0], c.kernel, c.stride, c.padding, c.dilation, c.ceilMode).values * 2.0;
+        },
+        {x}));
   }
 }
 
@@ -228,9 +234,11 @@ TEST(Pooling, AvgPoolMatchesPyTorchsLoop) {
     Tensor x = image(c.shape, seed++);
     Tensor y = avgPool2d(x, c.kernel, c.stride, c.padding, c.ceilMode, c.countIncludePad, c.divisor);
     expectNear(values(y), refAvgPool(Host(x), c), 1e-12, "avg_pool2d");
-    EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& in) {
-      return avgPool2d(in[0], c.kernel, c.stride, c.padding, c.ceilMode, c.countIncludePad, c.divisor);
-    }, {image(c.shape, seed++).setRequiresGrad()}));
+    EXPECT_TRUE(gradcheck(
+        [&](const std::vector<Tensor>& in) {
+          return avgPool2d(in[0], c.kernel, c.stride, c.padding, c.ceilMode, c.countIncludePad, c.divisor);
+        },
+        {image(c.shape, seed++).setRequiresGrad()}));
   }
   // PyTorch's ceil-mode shape: 5x5, kernel 2, stride 2, padding 1 gives 3x3.
   EXPECT_EQ(avgPool2d(zeros({1, 1, 5, 5}), {2, 2}, Size2{2, 2}, {1, 1}, true).str(), "f32[1,1,3,3]@cpu");
@@ -247,8 +255,12 @@ std::vector<double> refAdaptive(const Host& x, int64_t oh, int64_t ow) {
     for (int64_t ch = 0; ch < x.c; ++ch)
       for (int64_t i = 0; i < oh; ++i)
         for (int64_t j = 0; j < ow; ++j) {
-          const auto start = [](int64_t a, int64_t in, int64_t o) { return static_cast<int64_t>(std::floor(static_cast<double>(a * in) / static_cast<double>(o))); };
-          const auto end = [](int64_t a, int64_t in, int64_t o) { return static_cast<int64_t>(std::ceil(static_cast<double>((a + 1) * in) / static_cast<double>(o))); };
+          const auto start = [](int64_t a, int64_t in, int64_t o) {
+            return static_cast<int64_t>(std::floor(static_cast<double>(a * in) / static_cast<double>(o)));
+          };
+          const auto end = [](int64_t a, int64_t in, int64_t o) {
+            return static_cast<int64_t>(std::ceil(static_cast<double>((a + 1) * in) / static_cast<double>(o)));
+          };
           double total = 0;
           int64_t count = 0;
           for (int64_t y = start(i, x.h, oh); y < end(i, x.h, oh); ++y)
@@ -259,8 +271,11 @@ std::vector<double> refAdaptive(const Host& x, int64_t oh, int64_t ow) {
 }
 
 TEST(Pooling, AdaptiveAvgPoolMatchesPyTorchsBins) {
-  const std::pair<Shape, Size2> cases[] = {
-      {{2, 3, 5, 7}, {1, 1}}, {{2, 2, 6, 8}, {3, 4}}, {{1, 2, 5, 7}, {3, 4}}, {{1, 1, 4, 3}, {6, 5}}, {{1, 2, 7, 5}, {2, 5}}};
+  const std::pair<Shape, Size2> cases[] = {{{2, 3, 5, 7}, {1, 1}},
+                                           {{2, 2, 6, 8}, {3, 4}},
+                                           {{1, 2, 5, 7}, {3, 4}},
+                                           {{1, 1, 4, 3}, {6, 5}},
+                                           {{1, 2, 7, 5}, {2, 5}}};
   uint64_t seed = 40;
   for (const auto& [shape, size] : cases) {
     SCOPED_TRACE(ir::shapeStr(shape));
@@ -300,8 +315,11 @@ TEST(Pooling, PadModesMatchTheirDefinitions) {
           for (int64_t j = 0; j < 10; ++j)
             want.push_back(hx.at(n, c, refPadSource(mode, i, 4, 3), refPadSource(mode, j, 5, 2)));
     expectNear(values(y), want, 0, mode);
-    EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& in) { return pad(in[0], {2, 1, 1, 2}, mode); },
-                          {image({1, 2, 3, 3}, 51).setRequiresGrad()}));
+    EXPECT_TRUE(gradcheck(
+        [&](const std::vector<Tensor>& in) {
+          return pad(in[0], {2, 1, 1, 2}, mode);
+        },
+        {image({1, 2, 3, 3}, 51).setRequiresGrad()}));
   }
   // Constant: the value around, negative pads crop, any rank.
   Tensor c = pad(x, {1, -2, 0, 0, -1, 2}, "constant", 7.5);
@@ -315,8 +333,11 @@ TEST(Pooling, PadModesMatchTheirDefinitions) {
           want.push_back(sc < 3 && sj >= 0 && sj < 3 ? hx.at(n, sc, i, sj) : 7.5);
         }
   expectNear(values(c), want, 0, "constant");
-  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& in) { return pad(in[0], {2, -1, 1, 0}); },
-                        {image({2, 3, 4}, 52).setRequiresGrad()}));
+  EXPECT_TRUE(gradcheck(
+      [](const std::vector<Tensor>& in) {
+        return pad(in[0], {2, -1, 1, 0});
+      },
+      {image({2, 3, 4}, 52).setRequiresGrad()}));
   // 1-d reflect of a 2-d tensor, as PyTorch's ReflectionPad1d: [1 2 3 4] -> [3 2 1 2 3 4 3 2].
   EXPECT_EQ(pad(fromVector({1, 2, 3, 4}, {1, 4}), {2, 2}, "reflect").toVector(),
             (std::vector<float>{3, 2, 1, 2, 3, 4, 3, 2}));
@@ -334,7 +355,10 @@ RefTable refTable(const std::string& mode, int64_t in, int64_t out, std::optiona
   for (int64_t j = 0; j < out; ++j) {
     if (mode == "nearest") {
       const float scale = factor ? static_cast<float>(1.0 / *factor) : static_cast<float>(in) / static_cast<float>(out);
-      const int64_t s = out == in ? j : out == 2 * in ? j / 2 : std::min<int64_t>(static_cast<int64_t>(std::floor(static_cast<float>(j) * scale)), in - 1);
+      const int64_t s =
+          out == in       ? j
+          : out == 2 * in ? j / 2
+                          : std::min<int64_t>(static_cast<int64_t>(std::floor(static_cast<float>(j) * scale)), in - 1);
       t.i0.push_back(s), t.i1.push_back(s), t.l0.push_back(1), t.l1.push_back(0);
       continue;
     }
@@ -390,7 +414,9 @@ TEST(Pooling, InterpolateMatchesPyTorchsFormulas) {
       for (int64_t ch = 0; ch < hx.c; ++ch)
         for (int64_t i = 0; i < oh; ++i)
           for (int64_t j = 0; j < ow; ++j) {
-            const auto row = [&](int64_t r) { return hx.at(n, ch, r, tw.i0[j]) * tw.l0[j] + hx.at(n, ch, r, tw.i1[j]) * tw.l1[j]; };
+            const auto row = [&](int64_t r) {
+              return hx.at(n, ch, r, tw.i0[j]) * tw.l0[j] + hx.at(n, ch, r, tw.i1[j]) * tw.l1[j];
+            };
             want.push_back(row(th.i0[i]) * th.l0[i] + row(th.i1[i]) * th.l1[i]);
           }
     expectNear(values(y), want, 1e-12, c.options.mode);
@@ -404,11 +430,20 @@ TEST(Pooling, InterpolateMatchesPyTorchsFormulas) {
 
 TEST(Pooling, CompiledEqualsEagerAndAMaxPoolIsOneKernel) {
   Tensor x = randn({2, 3, 8, 8});
-  for (const std::pair<const char*, std::function<Tensor(const Tensor&)>> c :
+  for (const std::pair<const char*, std::function<Tensor(const Tensor&)>>& c :
        std::initializer_list<std::pair<const char*, std::function<Tensor(const Tensor&)>>>{
-           {"max pool", [](const Tensor& a) { return maxPool2d(a, {2, 2}); }},
-           {"dilated strided max pool", [](const Tensor& a) { return maxPool2d(a, {3, 2}, Size2{2, 3}, {0, 0}, {2, 1}); }},
-           {"avg pool", [](const Tensor& a) { return avgPool2d(a, {3, 3}, Size2{1, 2}); }},
+           {"max pool",
+            [](const Tensor& a) {
+              return maxPool2d(a, {2, 2});
+            }},
+           {"dilated strided max pool",
+            [](const Tensor& a) {
+              return maxPool2d(a, {3, 2}, Size2{2, 3}, {0, 0}, {2, 1});
+            }},
+           {"avg pool",
+            [](const Tensor& a) {
+              return avgPool2d(a, {3, 3}, Size2{1, 2});
+            }},
        }) {
     auto f = compile(c.second);
     const Tensor want = c.second(x);
@@ -446,27 +481,45 @@ TEST(Pooling, Errors) {
   Tensor x = zeros({1, 2, 4, 4});
   EXPECT_EQ(errorOf([&] { maxPool2d(x, {0, 2}); }), "max_pool2d: expected kernel sizes > 0, got [0, 2]");
   EXPECT_EQ(errorOf([&] { maxPool2d(x, {2, 2}, Size2{0, 1}); }), "max_pool2d: expected strides > 0, got [0, 1]");
-  EXPECT_EQ(errorOf([&] { maxPool2d(x, {3, 3}, std::nullopt, {2, 1}); }),
+  EXPECT_EQ(errorOf([&] {
+              maxPool2d(x, {3, 3}, std::nullopt, {2, 1});
+            }),
             "max_pool2d: padding should be at most half of the kernel size, got padding [2, 1] for kernel [3, 3]");
-  EXPECT_EQ(errorOf([&] { avgPool2d(x, {2, 2}, std::nullopt, {0, 2}); }),
+  EXPECT_EQ(errorOf([&] {
+              avgPool2d(x, {2, 2}, std::nullopt, {0, 2});
+            }),
             "avg_pool2d: padding should be at most half of the kernel size, got padding [0, 2] for kernel [2, 2]");
-  EXPECT_EQ(errorOf([&] { maxPool2d(x, {5, 5}); }),
+  EXPECT_EQ(errorOf([&] {
+              maxPool2d(x, {5, 5});
+            }),
             "max_pool2d: the output size [0, 0] computed for f32[1,2,4,4]@cpu is too small");
-  EXPECT_EQ(errorOf([&] { maxPool2d(zeros({4, 4}), {2, 2}); }),
+  EXPECT_EQ(errorOf([&] {
+              maxPool2d(zeros({4, 4}), {2, 2});
+            }),
             "max_pool2d: expected a 3-d [C, H, W] or 4-d [N, C, H, W] input, got f32[4,4]@cpu");
-  EXPECT_EQ(errorOf([&] { maxPool2d(zeros({1, 1, 4, 4}, DType::i32), {2, 2}); }),
+  EXPECT_EQ(errorOf([&] {
+              maxPool2d(zeros({1, 1, 4, 4}, DType::i32), {2, 2});
+            }),
             "max_pool2d: expected a floating-point dtype (f32, f64, f16, bf16), got i32[1,1,4,4]@cpu");
-  EXPECT_EQ(errorOf([&] { pad(x, {1, 1}, "reflect"); }),
+  EXPECT_EQ(errorOf([&] {
+              pad(x, {1, 1}, "reflect");
+            }),
             "pad: mode 'reflect' pads the last 1, 2 or 3 dims of a tensor with 1 or 2 more dims, got 2 pads for "
             "f32[1,2,4,4]@cpu");
-  EXPECT_EQ(errorOf([&] { pad(x, {4, 0, 0, 0}, "reflect"); }),
+  EXPECT_EQ(errorOf([&] {
+              pad(x, {4, 0, 0, 0}, "reflect");
+            }),
             "pad: reflect padding must be smaller than the padded dimension, got 4 and 0 for dimension 3 of "
             "f32[1,2,4,4]@cpu");
   EXPECT_EQ(errorOf([&] { pad(x, {1}); }),
             "pad: expected an even number of pads, at most two per dimension, got [1] for f32[1,2,4,4]@cpu");
-  EXPECT_EQ(errorOf([&] { pad(x, {1, 1}, "wrap"); }),
+  EXPECT_EQ(errorOf([&] {
+              pad(x, {1, 1}, "wrap");
+            }),
             "pad: unknown mode 'wrap' (expected constant, reflect, replicate or circular)");
-  EXPECT_EQ(errorOf([&] { interpolate(x, {.size = Size2{2, 2}, .alignCorners = true}); }),
+  EXPECT_EQ(errorOf([&] {
+              interpolate(x, {.size = Size2{2, 2}, .alignCorners = true});
+            }),
             "interpolate: alignCorners can only be set with the interpolating modes (bilinear)");
   EXPECT_EQ(errorOf([&] { interpolate(x, {}); }), "interpolate: expected either size or scaleFactor, not neither");
 }
