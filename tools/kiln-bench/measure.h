@@ -101,8 +101,12 @@ struct Result {
   double eagerGflops() const { return flops / (eagerMs * 1e6); }
   double compiledGflops() const { return flops / (compiledMs * 1e6); }
   /// Items (images) per second of each side; NaN where not counted.
-  double eagerItemsPerSecond() const { return itemsPerCall > 0 ? static_cast<double>(itemsPerCall) * 1e3 / eagerMs : NAN; }
-  double compiledItemsPerSecond() const { return itemsPerCall > 0 ? static_cast<double>(itemsPerCall) * 1e3 / compiledMs : NAN; }
+  double eagerItemsPerSecond() const {
+    return itemsPerCall > 0 ? static_cast<double>(itemsPerCall) * 1e3 / eagerMs : NAN;
+  }
+  double compiledItemsPerSecond() const {
+    return itemsPerCall > 0 ? static_cast<double>(itemsPerCall) * 1e3 / compiledMs : NAN;
+  }
   /// kiln eager / PyTorch eager (above 1: kiln is slower); NaN without both.
   double eagerVsTorch() const { return torch ? eagerMs / torch->eagerMs : NAN; }
   /// kiln compiled / torch.compile'd; NaN without both.

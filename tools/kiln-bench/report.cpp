@@ -121,8 +121,8 @@ void printThroughput(std::ostream& os, const std::vector<Result>& results, bool 
   size_t width = std::string_view("workload").size();
   for (const Result& r : results) width = std::max(width, r.name.size());
   os << "\nthroughput (items per call; items/s: items over the median time)\n";
-  std::string line = fmt::format("{:<{}} {:>8} {:>15} {:>18}", "workload", width, "items", "eager items/s",
-                                 "compiled items/s");
+  std::string line =
+      fmt::format("{:<{}} {:>8} {:>15} {:>18}", "workload", width, "items", "eager items/s", "compiled items/s");
   if (torch) line += fmt::format(" {:>21} {:>24}", "torch eager items/s", "torch compiled items/s");
   os << line << "\n";
   for (const Result& r : results) {
