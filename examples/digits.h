@@ -5,13 +5,15 @@
 //
 //   Linear(64, 128) - ReLU - Dropout(0.1) - LayerNorm(128) - Linear(128, 10)
 //
-// its test accuracy, and the command line both take (CLI11). data/digits.csv comes from scripts/fetch_data.sh
-// (Debian's python3-sklearn ships it).
+// (and train_digits_cnn.cpp's small CNN), the test accuracy, and the
+// command line they take (CLI11). data/digits.csv comes from
+// scripts/fetch_data.sh (Debian's python3-sklearn ships it).
 #pragma once
 
 #include <kiln/frontend/kiln.h>
 
 #include <CLI/CLI.hpp>
+#include <array>
 #include <cstdint>
 #include <fstream>
 #include <numeric>
@@ -82,6 +84,33 @@ inline std::pair<kiln::Tensor, kiln::Tensor> batch(const Dataset& data, const st
 inline kiln::nn::Sequential makeModel() {
   return kiln::nn::Sequential(kiln::nn::Linear(64, 128), kiln::nn::ReLU(), kiln::nn::Dropout(0.1),
                               kiln::nn::LayerNorm(std::vector<int64_t>{128}), kiln::nn::Linear(128, 10));
+}
+
+/// Views a batch of pixel rows [n, 64] as images [n, 1, 8, 8], so that the
+/// CNN takes the batches the MLP takes.
+class ImagesImpl : public kiln::nn::Module {
+ public:
+  ImagesImpl() : Module("Images") {}
+  kiln::Tensor forward(const kiln::Tensor& x) override { return x.view({x.size(0), 1, 8, 8}); }
+};
+KILN_MODULE(Images);
+
+/// The small CNN of train_digits_cnn.cpp, initialized from kiln's generator:
+///
+///   Conv2d(1, 32, 3, pad 1) - BatchNorm2d - ReLU - Conv2d(32, 64, 3, pad 1) - BatchNorm2d - ReLU -
+///   MaxPool2d(2) - Conv2d(64, 64, 3, pad 1) - BatchNorm2d - ReLU - AdaptiveAvgPool2d(1) - Flatten -
+///   Linear(64, 10)
+///
+/// on [n, 64] rows (viewed as 8x8 images first).
+inline kiln::nn::Sequential makeCnn() {
+  namespace nn = kiln::nn;
+  auto conv = [](int64_t in, int64_t out) {
+    return nn::Conv2d(in, out, std::array<int64_t, 2>{3, 3},
+                      kiln::Conv2dOptions{.padding = std::array<int64_t, 2>{1, 1}});
+  };
+  return nn::Sequential(Images(), conv(1, 32), nn::BatchNorm2d(32), nn::ReLU(), conv(32, 64), nn::BatchNorm2d(64),
+                        nn::ReLU(), nn::MaxPool2d(2), conv(64, 64), nn::BatchNorm2d(64), nn::ReLU(),
+                        nn::AdaptiveAvgPool2d(1), nn::Flatten(), nn::Linear(64, 10));
 }
 
 /// The fraction of `data` that `model` classifies right (in eval mode).

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "runtime/error.h"
+#include "tools/common/resnet.h"
 
 namespace kiln::tools {
 
@@ -263,6 +264,28 @@ const std::vector<Model>& table() {
          return std::vector<Tensor>{(*step)(in[0], in[1])};
        },
        TransformerTrainStep::inputTypes()},
+      {"resnet18_infer",
+       "ResNet-18 (torchvision's structure and initialization) in eval mode without gradients on a batch of 8 "
+       "3x224x224 images: 20 convolutions, batch norms, ReLUs, max and average pooling, the classifier (one model, "
+       "made at the first call)",
+       [](const std::vector<Tensor>& in) {
+         static ResNet* model = [] {
+           auto* m = new ResNet(resnet18());  // state for the process's life
+           (*m)->eval();
+           return m;
+         }();
+         NoGradGuard noGrad;
+         return std::vector<Tensor>{(*model)(in[0])};
+       },
+       {f32({ResNetSizes{}.batch, 3, ResNetSizes{}.image, ResNetSizes{}.image})}},
+      {"resnet18_train_step",
+       "one SGD (momentum 0.9) training step of ResNet-18 on a batch of 8 3x224x224 images: forward in training "
+       "mode, crossEntropy, backward, optimizer step (one model, made at the first call)",
+       [](const std::vector<Tensor>& in) {
+         static ResNetTrainStep* step = new ResNetTrainStep();  // state for the process's life
+         return std::vector<Tensor>{(*step)(in[0], in[1])};
+       },
+       ResNetTrainStep::inputTypes()},
       {"ddp_train_step",
        "one DistributedDataParallel SGD step of an MLP 64-128-128-10 on a batch of 32, three gradient buckets, each "
        "an all_reduce node started as soon as its gradients are computed (a gloo group of one rank)",

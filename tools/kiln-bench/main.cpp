@@ -44,8 +44,11 @@ std::vector<const Workload*> select(const Options& options) {
       throw UsageError(fmt::format("--filter: invalid regular expression '{}': {}", *options.filter, e.what()));
     }
   }
+  // A filter, and --list, choose among every workload; otherwise the suite
+  // does (kernels: those of the default run).
+  const bool every = options.list || options.suite == "all";
   for (const Workload& w : workloads())
-    if (!re || std::regex_search(w.name, *re)) out.push_back(&w);
+    if (re ? std::regex_search(w.name, *re) : every || w.inDefaultRun) out.push_back(&w);
   if (out.empty())
     throw UsageError(fmt::format("--filter '{}' matches no workload (see --list)", options.filter.value_or("")));
   return out;

@@ -173,6 +173,7 @@ Result runWorkload(const Workload& w, const RunPolicy& policy) {
   r.name = w.name;
   r.tolerance = w.tolerance;
   r.flops = w.flops;
+  r.itemsPerCall = w.itemsPerCall;
   // Inputs, models and their state are made on the device (its factories'
   // default), and every call is timed to its end there.
   DeviceGuard onDevice(policy.device);

@@ -79,6 +79,7 @@ struct Result {
   std::vector<double> copySamplesGbps;            ///< each yardstick copy, GB/s
   double copyGbps = 0;                            ///< median of copySamplesGbps
   double flops = 0;                               ///< per call (Workload::flops); 0: not counted
+  int64_t itemsPerCall = 0;                       ///< Workload::itemsPerCall; 0: not counted
   bool matches = false;                           ///< compiled output equals eager bit for bit
   /// Graph replay, on a device that records (docs/devices.md): the compiled
   /// side run again with replay off, its median and commands per call; and
@@ -99,6 +100,13 @@ struct Result {
   double percentOfCopy() const { return 100.0 * compiledGbps() / copyGbps; }
   double eagerGflops() const { return flops / (eagerMs * 1e6); }
   double compiledGflops() const { return flops / (compiledMs * 1e6); }
+  /// Items (images) per second of each side; NaN where not counted.
+  double eagerItemsPerSecond() const {
+    return itemsPerCall > 0 ? static_cast<double>(itemsPerCall) * 1e3 / eagerMs : NAN;
+  }
+  double compiledItemsPerSecond() const {
+    return itemsPerCall > 0 ? static_cast<double>(itemsPerCall) * 1e3 / compiledMs : NAN;
+  }
   /// kiln eager / PyTorch eager (above 1: kiln is slower); NaN without both.
   double eagerVsTorch() const { return torch ? eagerMs / torch->eagerMs : NAN; }
   /// kiln compiled / torch.compile'd; NaN without both.

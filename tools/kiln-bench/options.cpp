@@ -26,7 +26,8 @@ std::string usage() {
          "  --replay MODE   graph replay of the compiled side on a device that records: cheaper\n"
          "                  (default: when it enqueues fewer commands), always, off; the replay\n"
          "                  table compares it with the program run kernel by kernel\n"
-         "  --filter REGEX  run the workloads whose name contains a match of REGEX (ECMAScript)\n"
+         "  --filter REGEX  run the workloads whose name contains a match of REGEX (ECMAScript),\n"
+         "                  out of every workload (those of --suite all too)\n"
          "  --repeats N     time exactly N calls of each side (default: 5 to 20 calls, about 1 s)\n"
          "  --json FILE     also write the results to FILE as a JSON array, one object per workload\n"
          "  --profile FILE  profile kiln's side of the run (kiln::profiler) and write its Chrome trace\n"
@@ -35,9 +36,11 @@ std::string usage() {
          "                  run and on the same kind of device, under $KILN_TORCH_PYTHON (default\n"
          "                  python3); without torch it says so and prints kiln's columns\n"
          "  --no-torch-compile  with --compare-torch, skip torch.compile (it compiles for minutes)\n"
-         "  --suite SUITE   kernels (default: the workloads) or loader: DataLoader samples/s with a\n"
-         "                  1 ms transform at 0, 1 and 2 workers (docs/data.md); --repeats sets its epochs\n"
-         "  --list          print the workloads and exit\n"
+         "  --suite SUITE   kernels (default: the workloads but the ResNet-18 ones, a minute more),\n"
+         "                  all (every workload; scripts/bench.sh's default) or loader: DataLoader\n"
+         "                  samples/s with a 1 ms transform at 0, 1 and 2 workers (docs/data.md);\n"
+         "                  --repeats sets its epochs\n"
+         "  --list          print every workload (or those --filter selects) and exit\n"
          "  --help          print this help and exit\n"
          "\n"
          "Exit status: 0 on success, 1 when a compiled result differs from eager or a run\n"
@@ -60,7 +63,7 @@ Options parseOptions(const std::vector<std::string>& args) {
   CLI::Option* profileOpt = app.add_option("--profile", profile);
   app.add_option("--repeats", o.repeats)->check(CLI::PositiveNumber);
   app.add_option("--device", o.device);
-  app.add_option("--suite", o.suite)->check(CLI::IsMember({"kernels", "loader"}));
+  app.add_option("--suite", o.suite)->check(CLI::IsMember({"kernels", "all", "loader"}));
   app.add_option("--replay", o.replay)->check(CLI::IsMember({"cheaper", "always", "off"}));
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last first
   try {

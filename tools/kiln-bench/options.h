@@ -17,7 +17,9 @@ struct Options {
   bool torchCompile = true;        ///< with compareTorch: also torch.compile each workload
   std::string device = "cpu";      ///< --device: cpu, opencl[:N], cuda[:N]
   std::string replay = "cheaper";  ///< --replay: the compiled side's CompileOptions::graphReplay
-  std::string suite = "kernels";   ///< --suite: kernels (the workloads), loader (loader_suite.h)
+  /// --suite: kernels (the default run's workloads), all (every workload,
+  /// the convolutional networks too), loader (loader_suite.h).
+  std::string suite = "kernels";
   bool list = false;
   bool help = false;
 };

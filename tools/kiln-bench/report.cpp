@@ -110,6 +110,35 @@ void printReplay(std::ostream& os, const std::vector<Result>& results) {
 }
 }  // namespace
 
+namespace {
+/// The throughput table, for workloads that count items (images) per call
+/// (Workload::itemsPerCall): items per second of each side, the batch over
+/// the median time, and PyTorch's where it was measured.
+void printThroughput(std::ostream& os, const std::vector<Result>& results, bool torch) {
+  bool any = false;
+  for (const Result& r : results) any = any || r.itemsPerCall > 0;
+  if (!any) return;
+  size_t width = std::string_view("workload").size();
+  for (const Result& r : results) width = std::max(width, r.name.size());
+  os << "\nthroughput (items per call; items/s: items over the median time)\n";
+  std::string line =
+      fmt::format("{:<{}} {:>8} {:>15} {:>18}", "workload", width, "items", "eager items/s", "compiled items/s");
+  if (torch) line += fmt::format(" {:>21} {:>24}", "torch eager items/s", "torch compiled items/s");
+  os << line << "\n";
+  for (const Result& r : results) {
+    if (r.itemsPerCall <= 0) continue;
+    line = fmt::format("{:<{}} {:>8} {:>15} {:>18}", r.name, width, r.itemsPerCall, cell(r.eagerItemsPerSecond()),
+                       cell(r.compiledItemsPerSecond()));
+    if (torch) {
+      const double items = static_cast<double>(r.itemsPerCall);
+      line += fmt::format(" {:>21} {:>24}", cell(r.torch ? items * 1e3 / r.torch->eagerMs : NAN),
+                          cell(r.torch ? items * 1e3 / r.torch->compiledMs : NAN));
+    }
+    os << line << "\n";
+  }
+}
+}  // namespace
+
 void printTable(std::ostream& os, const Machine& machine, const std::vector<Result>& results) {
   std::string copies;
   for (const Machine::Copy& c : machine.copies)
@@ -151,6 +180,7 @@ void printTable(std::ostream& os, const Machine& machine, const std::vector<Resu
     os << line << "\n";
   }
   printReplay(os, results);
+  printThroughput(os, results, torch);
   // Why PyTorch has no number where it has none (torch.compile needs a C++
   // compiler, say); "disabled" is said once in the header.
   if (!torch) return;
@@ -211,6 +241,9 @@ std::string toJson(const Machine& machine, const std::vector<Result>& results) {
     field("compiled_no_replay_ms", num(r.compiledNoReplayMs));
     field("kernels_compiled_no_replay", r.replayMeasured ? count(r.kernelsCompiledNoReplay) : "null");
     field("replay_off", r.replayMeasured && !r.replayed ? str(r.replayOff) : "null");
+    field("items_per_call", r.itemsPerCall > 0 ? count(r.itemsPerCall) : "null");
+    field("eager_items_per_s", num(r.eagerItemsPerSecond()));
+    field("compiled_items_per_s", num(r.compiledItemsPerSecond()));
     if (machine.torch) {
       const TorchInfo& t = *machine.torch;
       auto text = [](const std::string& s) { return s.empty() ? std::string("null") : str(s); };

@@ -182,6 +182,100 @@ def _transformer_train_step(inputs, compile_fn, hidden=TRANSFORMER_HIDDEN, block
     return lambda: f(x, target)
 
 
+# ResNet-18 as torchvision builds it (tools/common/resnet.h), in plain
+# torch.nn so that torchvision is not needed: the same modules, names,
+# strides and initialization (kaiming_normal_ fan_out relu for the
+# convolutions, batch norms ones and zeros).
+RESNET_SGD_LR = 0.01
+RESNET_SGD_MOMENTUM = 0.9
+
+
+def _resnet18(num_classes=1000):
+    nn = torch.nn
+
+    class BasicBlock(nn.Module):
+        def __init__(self, inplanes, planes, stride=1, downsample=None):
+            super().__init__()
+            self.conv1 = nn.Conv2d(inplanes, planes, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(planes)
+            self.relu = nn.ReLU(inplace=True)
+            self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(planes)
+            self.downsample = downsample
+
+        def forward(self, x):
+            identity = x if self.downsample is None else self.downsample(x)
+            out = self.relu(self.bn1(self.conv1(x)))
+            out = self.bn2(self.conv2(out))
+            return self.relu(out + identity)
+
+    class ResNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inplanes = 64
+            self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+            self.bn1 = nn.BatchNorm2d(64)
+            self.relu = nn.ReLU(inplace=True)
+            self.maxpool = nn.MaxPool2d(3, 2, 1)
+            self.layer1 = self._layer(64, 2, 1)
+            self.layer2 = self._layer(128, 2, 2)
+            self.layer3 = self._layer(256, 2, 2)
+            self.layer4 = self._layer(512, 2, 2)
+            self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+            self.fc = nn.Linear(512, num_classes)
+            for m in self.modules():
+                if isinstance(m, nn.Conv2d):
+                    nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+                elif isinstance(m, nn.BatchNorm2d):
+                    nn.init.constant_(m.weight, 1)
+                    nn.init.constant_(m.bias, 0)
+
+        def _layer(self, planes, blocks, stride):
+            downsample = None
+            if stride != 1 or self.inplanes != planes:
+                downsample = nn.Sequential(nn.Conv2d(self.inplanes, planes, 1, stride, bias=False),
+                                           nn.BatchNorm2d(planes))
+            layers = [BasicBlock(self.inplanes, planes, stride, downsample)]
+            self.inplanes = planes
+            layers += [BasicBlock(planes, planes) for _ in range(1, blocks)]
+            return nn.Sequential(*layers)
+
+        def forward(self, x):
+            x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+            x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+            return self.fc(torch.flatten(self.avgpool(x), 1))
+
+    return ResNet()
+
+
+def _resnet18_infer(inputs, compile_fn):
+    (x,) = inputs
+    model = _resnet18().eval()
+
+    def infer(x):
+        with torch.no_grad():
+            return model(x)
+
+    f = compile_fn(infer)
+    return lambda: f(x)
+
+
+def _resnet18_train_step(inputs, compile_fn):
+    x, y = inputs
+    model = _resnet18().train()
+    opt = torch.optim.SGD(model.parameters(), lr=RESNET_SGD_LR, momentum=RESNET_SGD_MOMENTUM)
+
+    def step(x, y):
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    f = compile_fn(step)
+    return lambda: f(x, y)
+
+
 WORKLOADS = {
     "chain8": _pure(chain8),
     "chain8_math": _pure(chain8_math),
@@ -213,6 +307,8 @@ WORKLOADS = {
     # The same unfused ops as kiln's: torch.compile may fuse them, as
     # kiln's fuse-attention does.
     "attention": _pure(lambda q, k, v: torch.matmul(torch.softmax(torch.matmul(q, k.transpose(1, 2)) * 0.125, -1), v)),
+    "resnet18_infer": _resnet18_infer,
+    "resnet18_train_step": _resnet18_train_step,
 }
 
 

@@ -41,6 +41,12 @@ struct Workload {
   /// Floating-point operations of one call (a multiply-add counts two), for
   /// the GFLOP/s columns of compute-bound workloads; 0: not counted.
   double flops = 0;
+  /// Items (images) one call processes, for the throughput table's items/s
+  /// (a model's batch size); 0: not counted.
+  int64_t itemsPerCall = 0;
+  /// False: too slow for the default run (a minute or more); run by
+  /// `--suite all` (scripts/bench.sh) and by a --filter that matches it.
+  bool inDefaultRun = true;
   /// 0: compiled results must equal eager ones bit for bit. Else they may
   /// differ by tolerance·(1 + max |eager|) per element (a workload whose
   /// compiled program runs a fused op the eager ops do not, like attention

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "runtime/error.h"
+#include "tools/common/resnet.h"
 #include "tools/kiln-bench/workload.h"
 
 namespace kiln::bench {
@@ -119,7 +120,55 @@ Workload transformerTrainStep(std::string name, tools::TransformerSizes s) {
   w.flops = static_cast<double>(s.blocks) * (s.checkpoint ? 4 : 3) * transformerBlockFlops(s);
   return w;
 }
+// ResNet-18's compiled results equal eager ones bit for bit: the
+// convolutions are the same library calls both ways, and batch norm's
+// statistics are reduced in the same order.
+constexpr double kResNetTolerance = 0;
+
 constexpr tools::TransformerSizes kStack{.seq = 1024, .d = 128, .heads = 2, .hidden = 512, .blocks = 4};
+
+// ResNet-18 (tools/common/resnet.h) in eval mode without gradients on a
+// batch of standard-normal images: the convolutions and the classifier
+// counted as flops, the batch as items.
+Workload resnet18Infer() {
+  const tools::ResNetSizes s;
+  Workload w = fromModel("resnet18_infer", tools::resnet18ForwardFlops(s));
+  w.itemsPerCall = s.batch;
+  w.tolerance = kResNetTolerance;
+  w.inDefaultRun = false;  // 15 s here: docs/benchmarks.md, "ResNet-18"
+  return w;
+}
+
+// A training step of ResNet-18 (tools::ResNetTrainStep: crossEntropy, SGD
+// with momentum 0.9): standard-normal images and class labels from a fixed
+// seed (runsTrainStep says the rest).
+Workload resnet18TrainStep() {
+  using tools::ResNetTrainStep;
+  const tools::ResNetSizes s;
+  Workload w;
+  w.name = "resnet18_train_step";
+  w.description = fmt::format(
+      "one SGD (momentum 0.9) training step of ResNet-18 on a batch of {} 3x{}x{} images: forward in training mode, "
+      "crossEntropy, backward, optimizer step",
+      s.batch, s.image, s.image);
+  w.inputTypes = ResNetTrainStep::inputTypes(s);
+  w.makeInputs = [s] {
+    Generator gen(42);
+    std::mt19937_64 rng(42);
+    std::vector<int64_t> labels(static_cast<size_t>(s.batch));
+    for (int64_t& label : labels) label = static_cast<int64_t>(rng() % static_cast<uint64_t>(s.classes));
+    return std::vector<Tensor>{randn({s.batch, 3, s.image, s.image}, gen), fromVector(labels, {s.batch})};
+  };
+  runsTrainStep<ResNetTrainStep>(w, [s] { return std::make_unique<ResNetTrainStep>(s); });
+  // The convolutions and the classifier, 3x the forward's (forward, weights'
+  // gradients, activations' gradients; the first convolution's input
+  // gradient, which x does not need, counted too).
+  w.flops = 3 * tools::resnet18ForwardFlops(s);
+  w.itemsPerCall = s.batch;
+  w.tolerance = kResNetTolerance;
+  w.inDefaultRun = false;  // a minute here: docs/benchmarks.md, "ResNet-18"
+  return w;
+}
 
 Workload attentionWorkload() {
   Workload w = fromModel("attention", 2 * 2.0 * 8 * 1024 * 1024 * 64);
@@ -164,6 +213,11 @@ const std::vector<Workload>& workloads() {
       // The fused attention of fuse-attention against the unfused ops it
       // replaces: compiled results within attention's tolerance (docs/ops.md).
       attentionWorkload(),
+      // Issue 5's convolutional networks: ResNet-18 at batch 8, 224x224,
+      // inference and a training step; throughput in images/s. Not in the
+      // default run (a minute more than its 40 s): --suite all or --filter.
+      resnet18Infer(),
+      resnet18TrainStep(),
   };
   return table;
 }
