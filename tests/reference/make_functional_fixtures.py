@@ -5,7 +5,7 @@ losses), and the gradients of their floating-point inputs for a fixed random
 upstream gradient, in several dtypes. tests/unit/frontend/functional_reference_test.cpp
 reads the files; tests never need Python.
 
-    /tmp/torchenv/bin/python tests/reference/make_functional_fixtures.py
+    /tmp/torchenv/bin/python tests/reference/make_functional_fixtures.py [GROUP ...]
 
 Format (one file per group):
   {"format": 1, "torch": ..., "cpu": ..., "date": ..., "generator": ...,
@@ -57,6 +57,20 @@ FUNCTIONS = {
     "cross_entropy": lambda x, t, w=None, **kw: F.cross_entropy(x, t, weight=w, **kw),
     "nll_loss": lambda x, t, w=None, **kw: F.nll_loss(x, t, weight=w, **kw),
     "mse_loss": lambda x, t, **kw: F.mse_loss(x, t, **kw),
+    # Convolutional networks (docs/convolution.md).
+    "conv2d": lambda x, w, b=None, **kw: F.conv2d(x, w, b, **kw),
+    "conv_transpose2d": lambda x, w, b=None, **kw: F.conv_transpose2d(x, w, b, **kw),
+    "max_pool2d": lambda x, **kw: F.max_pool2d(x, **kw),
+    "avg_pool2d": lambda x, **kw: F.avg_pool2d(x, **kw),
+    "adaptive_avg_pool2d": lambda x, output_size: F.adaptive_avg_pool2d(x, output_size),
+    # Training mode on copies of the running statistics (which the case
+    # does not record), or eval mode with the given ones.
+    "batch_norm": lambda x, w, b, rm, rv, training, momentum=0.1, eps=1e-5: F.batch_norm(
+        x, rm.clone(), rv.clone(), w, b, bool(training), momentum, eps),
+    "group_norm": lambda x, w, b, num_groups, eps=1e-5: F.group_norm(x, num_groups, w, b, eps),
+    "pad": lambda x, pads, mode="constant", value=0.0: F.pad(x, pads, mode, value) if mode == "constant" else F.pad(x, pads, mode),
+    "interpolate": lambda x, size, mode, align_corners=None: F.interpolate(
+        x, size=size, mode=mode, align_corners=None if align_corners is None else bool(align_corners)),
 }
 
 
@@ -169,14 +183,55 @@ def groups():
             case("mse_sum", "mse_loss", dt, [randn(3, 4), randn(3, 4)], reduction="sum"),
             case("mse_none_broadcast", "mse_loss", dt, [randn(3, 4), randn(4)], reduction="none"),
         ]
-    return {"reductions": reductions, "normalization": normalization, "losses": losses, "movement": movement}
+    convolution = []
+    for dt in ["f32", "f64"]:
+        convolution += [
+            case("conv2d_bias_pad1", "conv2d", dt, [randn(2, 3, 7, 6), randn(4, 3, 3, 3), randn(4)], padding=1),
+            case("conv2d_stride2_dilation", "conv2d", dt, [randn(1, 4, 9, 10), randn(6, 2, 3, 2)], stride=2, padding=2,
+                 dilation=[2, 1], groups=2),
+            case("conv2d_depthwise", "conv2d", dt, [randn(2, 4, 6, 6), randn(4, 1, 3, 3)], padding=1, groups=4),
+            case("conv2d_same_even", "conv2d", dt, [randn(1, 2, 5, 6), randn(3, 2, 4, 2)], padding="same"),
+            case("conv2d_floor", "conv2d", dt, [randn(1, 2, 9, 9), randn(2, 2, 2, 2)], stride=3),
+            case("conv_transpose2d", "conv_transpose2d", dt, [randn(2, 4, 3, 4), randn(4, 3, 3, 2), randn(6)], stride=2,
+                 padding=1, output_padding=1, groups=2),
+            case("max_pool2d_3s2p1", "max_pool2d", dt, [randn(2, 3, 9, 8)], kernel_size=3, stride=2, padding=1),
+            case("max_pool2d_ceil_dilation", "max_pool2d", dt, [randn(1, 2, 10, 9)], kernel_size=2, stride=3,
+                 dilation=2, ceil_mode=True),
+            case("avg_pool2d_pad_exclude", "avg_pool2d", dt, [randn(2, 2, 7, 7)], kernel_size=3, stride=2, padding=1,
+                 count_include_pad=False),
+            case("avg_pool2d_ceil_divisor", "avg_pool2d", dt, [randn(1, 3, 8, 7)], kernel_size=[3, 2], stride=2,
+                 ceil_mode=True, divisor_override=5),
+            case("adaptive_avg_pool2d_1", "adaptive_avg_pool2d", dt, [randn(2, 5, 7, 7)], output_size=[1, 1]),
+            case("adaptive_avg_pool2d_uneven", "adaptive_avg_pool2d", dt, [randn(1, 2, 7, 10)], output_size=[3, 4]),
+            case("batch_norm_train", "batch_norm", dt, [randn(4, 3, 5, 5) + 2, randn(3), randn(3), Const(randn(3)),
+                                                        Const(randn(3).abs() + 0.5)], training=1),
+            case("batch_norm_eval", "batch_norm", dt, [randn(2, 3, 4, 4), randn(3), randn(3), Const(randn(3)),
+                                                       Const(randn(3).abs() + 0.5)], training=0),
+            case("group_norm", "group_norm", dt, [randn(2, 6, 3, 4), randn(6), randn(6)], num_groups=3),
+            case("pad_constant", "pad", dt, [randn(1, 2, 3, 4)], pads=[1, 2, 0, 1], value=0.5),
+            case("pad_reflect", "pad", dt, [randn(1, 2, 4, 5)], pads=[2, 1, 1, 3], mode="reflect"),
+            case("pad_replicate", "pad", dt, [randn(1, 2, 3, 3)], pads=[2, 2, 1, 0], mode="replicate"),
+            case("pad_circular", "pad", dt, [randn(1, 1, 3, 4)], pads=[1, 3, 2, 1], mode="circular"),
+            case("interpolate_nearest", "interpolate", dt, [randn(1, 2, 3, 5)], size=[7, 4], mode="nearest"),
+            case("interpolate_bilinear", "interpolate", dt, [randn(2, 1, 4, 3)], size=[7, 8], mode="bilinear",
+                 align_corners=False),
+            case("interpolate_bilinear_corners", "interpolate", dt, [randn(1, 2, 3, 4)], size=[5, 9],
+                 mode="bilinear", align_corners=True),
+        ]
+    return {"reductions": reductions, "normalization": normalization, "losses": losses, "movement": movement,
+            "convolution": convolution}
 
 
 def main():
     import warnings
 
+    import sys
+
     warnings.filterwarnings("ignore")  # mse_loss warns about broadcasting, as intended here
+    only = set(sys.argv[1:])  # group names; none: every group
     for group, cases in groups().items():
+        if only and group not in only:
+            continue
         doc = {
             "format": 1,
             "torch": torch.__version__,

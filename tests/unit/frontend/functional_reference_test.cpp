@@ -1,9 +1,12 @@
 // kiln's functions built from ops (reductions, softmax, log_softmax,
-// layer_norm, clamp, losses) and the movement ops (views, cat, where) against PyTorch in f32, f64, f16 and bf16:
+// layer_norm, clamp, losses, and the convolutional networks' convolutions,
+// pools, batch and group norm, pad and interpolate) and the movement ops
+// (views, cat, where) against PyTorch in f32, f64, f16 and bf16:
 // values and input gradients for a fixed upstream gradient, read from
 // tests/reference/functional/*.json (tests/reference/make_functional_fixtures.py).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <map>
 
@@ -50,6 +53,40 @@ Reduction reductionOf(const JsonValue& kwargs) {
   return it->second.str == "sum" ? Reduction::sum : Reduction::none;
 }
 
+/// An int or [int, int] keyword as two sizes (`fallback` when missing).
+std::array<int64_t, 2> size2(const JsonValue& kwargs, const char* name, std::array<int64_t, 2> fallback) {
+  auto it = kwargs.fields.find(name);
+  if (it == kwargs.fields.end() || it->second.kind == JsonValue::null) return fallback;
+  if (it->second.kind == JsonValue::number) {
+    const auto v = static_cast<int64_t>(it->second.num);
+    return {v, v};
+  }
+  return {static_cast<int64_t>(it->second.items.at(0).num), static_cast<int64_t>(it->second.items.at(1).num)};
+}
+
+Tensor conv2dOf(const std::vector<Tensor>& x, const JsonValue& k) {
+  Conv2dOptions o;
+  o.stride = size2(k, "stride", {1, 1});
+  o.dilation = size2(k, "dilation", {1, 1});
+  o.groups = static_cast<int64_t>(number(k, "groups", 1));
+  auto pad = k.fields.find("padding");
+  if (pad != k.fields.end() && pad->second.kind == JsonValue::string)
+    o.padding = pad->second.str;
+  else
+    o.padding = size2(k, "padding", {0, 0});
+  return conv2d(x[0], x[1], x.size() > 2 ? x[2] : Tensor(), o);
+}
+
+Tensor convTranspose2dOf(const std::vector<Tensor>& x, const JsonValue& k) {
+  ConvTranspose2dOptions o;
+  o.stride = size2(k, "stride", {1, 1});
+  o.padding = size2(k, "padding", {0, 0});
+  o.outputPadding = size2(k, "output_padding", {0, 0});
+  o.dilation = size2(k, "dilation", {1, 1});
+  o.groups = static_cast<int64_t>(number(k, "groups", 1));
+  return convTranspose2d(x[0], x[1], x.size() > 2 ? x[2] : Tensor(), o);
+}
+
 using Fn = std::function<Tensor(const std::vector<Tensor>&, const JsonValue&)>;
 
 /// kiln's function for each fixture function name.
@@ -70,8 +107,14 @@ const std::map<std::string, Fn> kFunctions = {
      [](auto& x, auto& k) { return layerNorm(x[0], ints(k, "normalized_shape"), x[1], x[2], number(k, "eps", 1e-5)); }},
     {"clamp", [](auto& x, auto& k) { return clamp(x[0], number(k, "min", 0), number(k, "max", 0)); }},
     {"where", [](auto& x, auto&) { return where(ne(x[0], 0), x[1], x[2]); }},
-    {"cat", [](auto& x, auto& k) { return cat({x[0], x[1]}, static_cast<int64_t>(number(k, "dim", 0))); }},
-    {"stack", [](auto& x, auto& k) { return stack({x[0], x[1]}, static_cast<int64_t>(number(k, "dim", 0))); }},
+    {"cat",
+     [](auto& x, auto& k) {
+       return cat({x[0], x[1]}, static_cast<int64_t>(number(k, "dim", 0)));
+     }},
+    {"stack",
+     [](auto& x, auto& k) {
+       return stack({x[0], x[1]}, static_cast<int64_t>(number(k, "dim", 0)));
+     }},
     {"slice",
      [](auto& x, auto& k) {
        return x[0].slice(static_cast<int64_t>(number(k, "dim", 0)), static_cast<int64_t>(number(k, "start", 0)),
@@ -102,6 +145,52 @@ const std::map<std::string, Fn> kFunctions = {
        return nllLoss(x[0], x[1], o);
      }},
     {"mse_loss", [](auto& x, auto& k) { return mseLoss(x[0], x[1], reductionOf(k)); }},
+    // Convolutional networks (docs/convolution.md).
+    {"conv2d", conv2dOf},
+    {"conv_transpose2d", convTranspose2dOf},
+    {"max_pool2d",
+     [](auto& x, auto& k) {
+       const auto kernel = size2(k, "kernel_size", {1, 1});
+       return maxPool2d(x[0], kernel, size2(k, "stride", kernel), size2(k, "padding", {0, 0}),
+                        size2(k, "dilation", {1, 1}), flag(k, "ceil_mode"));
+     }},
+    {"avg_pool2d",
+     [](auto& x, auto& k) {
+       const auto kernel = size2(k, "kernel_size", {1, 1});
+       const double divisor = number(k, "divisor_override", 0);
+       return avgPool2d(x[0], kernel, size2(k, "stride", kernel), size2(k, "padding", {0, 0}), flag(k, "ceil_mode"),
+                        number(k, "count_include_pad", 1) != 0,
+                        divisor > 0 ? std::optional<int64_t>(static_cast<int64_t>(divisor)) : std::nullopt);
+     }},
+    {"adaptive_avg_pool2d",
+     [](auto& x, auto& k) {
+       return adaptiveAvgPool2d(x[0], size2(k, "output_size", {1, 1}));
+     }},
+    {"batch_norm",
+     [](auto& x, auto& k) {
+       // On copies: the case does not record the running statistics' update.
+       return batchNorm(x[0], x[3].clone(), x[4].clone(), x[1], x[2], flag(k, "training"), number(k, "momentum", 0.1),
+                        number(k, "eps", 1e-5));
+     }},
+    {"group_norm",
+     [](auto& x, auto& k) {
+       return groupNorm(x[0], static_cast<int64_t>(number(k, "num_groups", 1)), x[1], x[2], number(k, "eps", 1e-5));
+     }},
+    {"pad",
+     [](auto& x, auto& k) {
+       auto mode = k.fields.find("mode");
+       return pad(x[0], ints(k, "pads"), mode == k.fields.end() ? "constant" : mode->second.str, number(k, "value", 0));
+     }},
+    {"interpolate",
+     [](auto& x, auto& k) {
+       InterpolateOptions o;
+       o.size = size2(k, "size", {1, 1});
+       o.mode = k.fields.at("mode").str;
+       auto corners = k.fields.find("align_corners");
+       if (corners != k.fields.end() && corners->second.kind == JsonValue::number)
+         o.alignCorners = corners->second.num != 0;
+       return interpolate(x[0], o);
+     }},
 };
 
 /// How close kiln must be: |kiln - PyTorch| <= tol * max(1, |PyTorch|).
@@ -191,7 +280,7 @@ TEST_P(FunctionalReference, MatchesPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Groups, FunctionalReference,
-                         ::testing::Values("reductions", "normalization", "losses", "movement"));
+                         ::testing::Values("reductions", "normalization", "losses", "movement", "convolution"));
 
 }  // namespace
 }  // namespace kiln
