@@ -26,16 +26,21 @@
 // calls of a convolution agree bit for bit under one choice.
 //
 // Note [Convolution epilogues]
-// A forward convolution runs in chunks of whole images, each chunk's
-// result at most kChunkBytes (at least one image), every call alike: the
-// bias, batch norm's eval affine, the activation and a residual add that
-// compiled code gives the call as an epilogue kernel (Note [Matmul
-// epilogues in compiled programs] in codegen/compile_graph.cpp) then run
-// over each chunk's result right after it is computed, while it is in
-// cache — one library call and no pass of its own over memory. Because a
-// call without an epilogue is split the same way, compiled results equal
-// eager ones (the convolution and then the kernel) bit for bit. The
-// backward calls are never split (weightGrad sums over the batch).
+// Compiled code may give a forward convolution the elementwise kernel after
+// it as an epilogue (Note [Matmul epilogues in compiled programs] in
+// codegen/compile_graph.cpp): the bias, batch norm's eval affine, the
+// activation, a residual add. The call runs the convolution and then the
+// kernel over its result, in place, on kiln's pool: one library step, no
+// buffer and no launch of its own. The call may run in chunks of whole
+// images (each chunk's result at most chunkBytes()), the kernel over each
+// chunk right after it while it is in cache, but by default one chunk is
+// the whole call: measured here (docs/convolution.md), oneDNN computes a
+// batch of 8 ResNet images 2-3x slower one image at a time than at once,
+// far more than the pass over the result the epilogue then makes.
+// Whatever the chunks, a call without an epilogue is split the same way,
+// so compiled results equal eager ones (the convolution and then the
+// kernel) bit for bit. The backward calls are never split (weightGrad sums
+// over the batch).
 #include "runtime/conv.h"
 
 #include <fmt/format.h>
@@ -44,6 +49,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -61,7 +67,21 @@ namespace {
 
 std::atomic<bool> benchmarkOn{false};
 
-constexpr int64_t kChunkBytes = int64_t{1} << 20;
+/// Note [Convolution epilogues]: the most result bytes a chunk holds;
+/// KILN_CONV_CHUNK_BYTES (read once) or detail::setConvChunkBytes sets it.
+std::atomic<int64_t> chunkLimit{-1};  // -1: not read yet
+
+int64_t chunkBytes() {
+  int64_t bytes = chunkLimit.load(std::memory_order_relaxed);
+  if (bytes < 0) {
+    const char* v = std::getenv("KILN_CONV_CHUNK_BYTES");
+    const int64_t fromEnv = v && *v ? std::max<int64_t>(std::atoll(v), 1) : INT64_MAX;
+    int64_t expected = -1;
+    chunkLimit.compare_exchange_strong(expected, fromEnv);
+    bytes = chunkLimit.load(std::memory_order_relaxed);
+  }
+  return bytes;
+}
 constexpr int64_t kEpilogueGrain = 32768;
 
 struct Choices {
@@ -197,6 +217,8 @@ void forceConvAlgorithm(std::optional<ConvAlgorithm> algorithm) {
   forcedAlgorithm.store(algorithm ? static_cast<int>(*algorithm) : -1, std::memory_order_relaxed);
 }
 
+void setConvChunkBytes(int64_t bytes) { chunkLimit.store(bytes > 0 ? bytes : INT64_MAX, std::memory_order_relaxed); }
+
 void forgetConvChoices() {
   Choices& c = choices();
   std::lock_guard lock(c.mutex);
@@ -218,7 +240,7 @@ namespace {
 int64_t imagesPerChunk(const ConvCall& k) {
   if (k.kind != ConvCall::Kind::forward || k.n <= 1) return std::max<int64_t>(k.n, 1);
   const int64_t image = std::max<int64_t>(k.o * k.ho * k.wo * itemSize(k.dtype), 1);
-  return std::clamp<int64_t>(kChunkBytes / image, 1, k.n);
+  return std::clamp<int64_t>(chunkBytes() / image, 1, k.n);
 }
 
 /// The call in chunks, `epilogue` over each chunk's result after it.

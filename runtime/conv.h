@@ -90,12 +90,12 @@ struct ConvChoiceStore {
 void setConvChoiceStore(ConvChoiceStore store);
 
 /// The CPU library call (LibraryFn): buffers as ConvCall says, args
-/// ConvCall::encode(), on the algorithm chosen for it; a forward call in
-/// chunks of images (Note [Convolution epilogues] in runtime/conv.cpp).
+/// ConvCall::encode(), on the algorithm chosen for it (Note [Convolution
+/// epilogues] in runtime/conv.cpp on chunks).
 void conv(const LibraryCall& call);
 /// The LibraryFn of a CPU forward convolution step with an epilogue
 /// (call.epilogue): buffers x, w, y, then the epilogue kernel's, which runs
-/// over each chunk's result as soon as it is computed.
+/// over the result (each chunk's, as soon as it is computed).
 void convWithEpilogue(const LibraryCall& call);
 
 namespace detail {
@@ -118,6 +118,11 @@ ConvAlgorithm convAlgorithmFor(const ConvCall& call, int threads, std::span<void
 /// Forces an algorithm where it is available (nullopt: none), replacing
 /// KILN_CONV_ALGORITHM: for the tests.
 void forceConvAlgorithm(std::optional<ConvAlgorithm> algorithm);
+/// Runs forward convolutions in chunks of whole images of at most `bytes`
+/// of result (0: the whole call, the default), replacing
+/// KILN_CONV_CHUNK_BYTES (Note [Convolution epilogues] in runtime/conv.cpp):
+/// for the tests and for measuring.
+void setConvChunkBytes(int64_t bytes);
 /// Forgets this process's measured choices (the store keeps its own): for
 /// the tests.
 void forgetConvChoices();

@@ -51,24 +51,29 @@ Tensor blockTail(const std::vector<Tensor>& in) {
 }
 
 TEST(ConvEpilogues, BiasReluResidualAndEvalBatchNormInOneCall) {
-  // 1 image of 16x20x20 f32 output (25 KiB: one chunk) and 40 of 64x24x24
-  // (144 KiB each: 7 to a chunk, 6 chunks).
-  for (const auto& [n, c, hw] : std::vector<std::array<int64_t, 3>>{{1, 16, 20}, {40, 64, 24}}) {
-    const std::string size = fmt::format("{}x{}x{}x{}", n, c, hw, hw);
-    const Tensor x = normal({n, c, hw, hw}, 1), w = normal({c, c, 3, 3}, 2) * 0.1, b = normal({c}, 3);
-    const Tensor mean = normal({c}, 4), var = abs(normal({c}, 5)) + 0.5, gamma = normal({c}, 6), beta = normal({c}, 7);
-    Conv2dOptions same;
-    same.padding = std::array<int64_t, 2>{1, 1};
-    expectEpilogues(
-        "bias " + size, [same](auto& in) { return conv2d(in[0], in[1], in[2], same); }, {x, w, b}, 1, 1);
-    expectEpilogues(
-        "bias relu residual " + size, [same](auto& in) { return relu(conv2d(in[0], in[1], in[2], same) + in[0]); },
-        {x, w, b}, 1, 1);
-    // Two steps: rsqrt(var + eps) over the channels (run before the
-    // convolution: Note [Epilogue inputs first]), then the convolution with
-    // the rest as its epilogue.
-    expectEpilogues("eval batch norm, residual, relu " + size, blockTail, {x, w, mean, var, gamma, beta}, 2, 1);
-  }
+  // The whole call at once (the default), and in chunks of at most 1 MiB
+  // of result: 1 image of 16x20x20 f32 output (25 KiB: one chunk) and 40 of
+  // 64x24x24 (144 KiB each: 7 to a chunk, 6 chunks).
+  for (const int64_t chunk : {int64_t{0}, int64_t{1} << 20})
+    for (const auto& [n, c, hw] : std::vector<std::array<int64_t, 3>>{{1, 16, 20}, {40, 64, 24}}) {
+      runtime::detail::setConvChunkBytes(chunk);
+      const std::string size = fmt::format("{}x{}x{}x{}", n, c, hw, hw);
+      const Tensor x = normal({n, c, hw, hw}, 1), w = normal({c, c, 3, 3}, 2) * 0.1, b = normal({c}, 3);
+      const Tensor mean = normal({c}, 4), var = abs(normal({c}, 5)) + 0.5, gamma = normal({c}, 6),
+                   beta = normal({c}, 7);
+      Conv2dOptions same;
+      same.padding = std::array<int64_t, 2>{1, 1};
+      expectEpilogues(
+          "bias " + size, [same](auto& in) { return conv2d(in[0], in[1], in[2], same); }, {x, w, b}, 1, 1);
+      expectEpilogues(
+          "bias relu residual " + size, [same](auto& in) { return relu(conv2d(in[0], in[1], in[2], same) + in[0]); },
+          {x, w, b}, 1, 1);
+      // Two steps: rsqrt(var + eps) over the channels (run before the
+      // convolution: Note [Epilogue inputs first]), then the convolution with
+      // the rest as its epilogue.
+      expectEpilogues("eval batch norm, residual, relu " + size, blockTail, {x, w, mean, var, gamma, beta}, 2, 1);
+    }
+  runtime::detail::setConvChunkBytes(0);
 }
 
 TEST(ConvEpilogues, EachAlgorithmEqualsEager) {

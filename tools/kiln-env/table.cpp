@@ -51,6 +51,7 @@ std::string renderTable(const json& r) {
                                                         : "OpenBLAS's own (KILN_BLAS_THREADING=blas)"));
   line(fmt::format("  {:<14}{}", "blas choice", str(r["cpu"]["blas_choice"])));
   line(fmt::format("  {:<14}{}", "bf16 choice", str(r["cpu"]["bf16_matmul_choice"])));
+  line(fmt::format("  {:<14}{}", "conv", str(r["cpu"]["conv"])));
   line(fmt::format("  {:<14}{}", "compiled for", str(r["cpu"]["compiled_for"])));
 
   line("\nbackends found at run time");
