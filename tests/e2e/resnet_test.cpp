@@ -11,6 +11,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -206,7 +207,7 @@ TEST(ResNet, InitializationIsTorchvisions) {
     EXPECT_NEAR(stddev(w), expected, 0.05 * expected);
     EXPECT_NEAR(mean(w), 0.0, 0.05 * expected);
   }
-  for (const std::string& bn : {"bn1", "layer3.1.bn2", "layer4.0.downsample.1"}) {
+  for (const std::string bn : {"bn1", "layer3.1.bn2", "layer4.0.downsample.1"}) {
     SCOPED_TRACE(bn);
     for (float x : dict[bn + ".weight"].toVector<float>()) ASSERT_EQ(x, 1.0f);
     for (float x : dict[bn + ".bias"].toVector<float>()) ASSERT_EQ(x, 0.0f);
@@ -240,6 +241,49 @@ TEST(ResNet, Resnet18RunsEagerAndCompiledAlike) {
   for (float v : e) scale = std::max(scale, static_cast<double>(std::abs(v)));
   ASSERT_GT(scale, 0);
   for (size_t i = 0; i < e.size(); ++i) EXPECT_NEAR(c[i], e[i], 1e-4 * (1 + scale)) << i;
+}
+
+// The largest |a - b| over |b|'s largest, for outputs of two libraries.
+double relativeError(const Tensor& a, const Tensor& b) {
+  const std::vector<float> x = a.toVector<float>(), y = b.toVector<float>();
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::abs(x[i] - y[i])));
+    scale = std::max(scale, static_cast<double>(std::abs(y[i])));
+  }
+  return diff / scale;
+}
+
+// torchvision's ResNet-18 (10 classes), its state dict loaded into kiln's
+// strictly (same names, shapes and dtypes, num_batches_tracked i64),
+// computes what torchvision computed on the same input in both modes, and
+// a training-mode call leaves the running statistics torchvision's did.
+// The file comes from scripts/resnet_reference.py, which needs torch and
+// torchvision; without KILN_RESNET18_REFERENCE naming it, a skip.
+TEST(ResNet, Resnet18MatchesTorchvision) {
+  const char* path = std::getenv("KILN_RESNET18_REFERENCE");
+  if (!path || !*path) GTEST_SKIP() << "KILN_RESNET18_REFERENCE unset (scripts/resnet_reference.py writes the file)";
+  const SafetensorsFile file = load(path);
+  nn::StateDict dict;
+  for (const auto& [name, tensor] : file.tensors)
+    if (name.find("input.") != 0 && name.find("output.") != 0 && name.find("after_train.") != 0)
+      dict.insert(name, tensor);
+  ResNet model = resnet18(10);
+  model->loadStateDict(dict);
+  const Tensor x = file.tensors["input.x"];
+  model->eval();
+  {
+    NoGradGuard noGrad;
+    EXPECT_LT(relativeError(model(x), file.tensors["output.eval"]), 1e-4);
+    model->train();
+    EXPECT_LT(relativeError(model(x), file.tensors["output.train"]), 1e-4);
+  }
+  const nn::StateDict after = model->stateDict();
+  for (const auto& [name, tensor] : file.tensors) {
+    if (name.find("after_train.") != 0) continue;
+    SCOPED_TRACE(name);
+    EXPECT_LT(relativeError(after[name.substr(std::string("after_train.").size())], tensor), 1e-4);
+  }
 }
 
 TEST(ResNet, TrainStepLowersTheLossOnOneBatch) {
