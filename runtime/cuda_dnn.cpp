@@ -165,6 +165,21 @@ DnnConvPlan planDnnConv(const ConvCall& c) {
   return p;
 }
 
+DnnChoiceMode dnnChoiceMode(bool deterministic, bool benchmark) {
+  if (deterministic) return DnnChoiceMode::deterministic;
+  return benchmark ? DnnChoiceMode::benchmark : DnnChoiceMode::heuristic;
+}
+
+std::optional<size_t> firstUsableCandidate(std::span<const DnnCandidate> candidates, bool tensorOps,
+                                           bool deterministicOnly) {
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const DnnCandidate& r = candidates[i];
+    if (!r.succeeded || (deterministicOnly && !r.deterministic) || (!tensorOps && r.tensorOpMath)) continue;
+    return i;
+  }
+  return std::nullopt;
+}
+
 }  // namespace detail
 
 #if KILN_HAVE_CUDNN
@@ -410,19 +425,20 @@ std::map<std::string, Choice>& choices() {
   return *m;
 }
 
-/// The first usable result: succeeded, deterministic when asked, and no
-/// tensor-op (TF32) math for f32 / f64.
+/// The first usable result (detail::firstUsableCandidate).
 template <typename Perf>
 std::optional<Choice> firstUsable(const std::vector<Perf>& perfs, int count, const detail::DnnConvPlan& p,
                                   bool deterministicOnly) {
-  for (int i = 0; i < count; ++i) {
+  std::vector<detail::DnnCandidate> candidates;
+  for (int i = 0; i < count && i < static_cast<int>(perfs.size()); ++i) {
     const Perf& r = perfs[static_cast<size_t>(i)];
-    if (r.status != CUDNN_STATUS_SUCCESS) continue;
-    if (deterministicOnly && r.determinism != CUDNN_DETERMINISTIC) continue;
-    if (!p.tensorOps && r.mathType != CUDNN_FMA_MATH && r.mathType != CUDNN_DEFAULT_MATH) continue;
-    return Choice{static_cast<int>(r.algo), r.mathType};
+    candidates.push_back({static_cast<int>(r.algo), r.status == CUDNN_STATUS_SUCCESS,
+                          r.determinism == CUDNN_DETERMINISTIC,
+                          r.mathType == CUDNN_TENSOR_OP_MATH || r.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION});
   }
-  return std::nullopt;
+  const std::optional<size_t> i = detail::firstUsableCandidate(candidates, p.tensorOps, deterministicOnly);
+  if (!i) return std::nullopt;
+  return Choice{candidates[*i].algo, perfs[*i].mathType};
 }
 
 /// The three kinds' calls, one shape.
@@ -465,8 +481,9 @@ struct Operands {
 /// process, keyed by the device, the mode and the encoded call.
 Choice chooseAlgorithm(cudnnHandle_t handle, const Descriptors& d, const detail::DnnConvPlan& p, const ConvCall& c,
                        Device device, DeviceInterface& driver, StreamHandle stream, const Operands& o) {
-  const bool det = deterministic(), find = !det && convBenchmark();
-  std::string key = fmt::format("{}|{}|", device.index(), det ? "deterministic" : find ? "benchmark" : "heuristic");
+  const detail::DnnChoiceMode mode = detail::dnnChoiceMode(deterministic(), convBenchmark());
+  const bool det = mode == detail::DnnChoiceMode::deterministic, find = mode == detail::DnnChoiceMode::benchmark;
+  std::string key = fmt::format("{}|{}|", device.index(), static_cast<int>(mode));
   for (int64_t a : c.encode()) key += fmt::format("{},", a);
   {
     std::lock_guard lock(choiceMutex());

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -92,6 +93,25 @@ struct CudnnLoad {
   std::string error;
 };
 CudnnLoad loadCudnn(std::span<const std::string> candidates);
+
+/// How conv() picks an algorithm (Note [Choosing a cuDNN algorithm] in
+/// runtime/cuda_dnn.cpp): deterministic() wins over convBenchmark().
+enum class DnnChoiceMode : uint8_t { heuristic, deterministic, benchmark };
+DnnChoiceMode dnnChoiceMode(bool deterministic, bool benchmark);
+
+/// One algorithm as cuDNN's Get/Find queries report it.
+struct DnnCandidate {
+  int algo = 0;
+  bool succeeded = false;      ///< status CUDNN_STATUS_SUCCESS
+  bool deterministic = false;  ///< CUDNN_DETERMINISTIC
+  bool tensorOpMath = false;   ///< CUDNN_TENSOR_OP_MATH(_ALLOW_CONVERSION)
+};
+/// The index of the first candidate conv() may run (in the query's order:
+/// best first): succeeded, deterministic when `deterministicOnly`, and not
+/// tensor-op math unless `tensorOps` (the plan's: f16/bf16); nullopt when
+/// none is.
+std::optional<size_t> firstUsableCandidate(std::span<const DnnCandidate> candidates, bool tensorOps,
+                                           bool deterministicOnly);
 
 /// Forgets the process's algorithm choices: for the tests.
 void forgetDnnChoices();

@@ -206,6 +206,33 @@ TEST(CudaDnnPlan, ASizeBeyondCudnnsIntsIsRefusedByName) {
             "5, 5], f32)");
 }
 
+TEST(CudaDnnChoice, DeterministicWinsOverBenchmark) {
+  using runtime::cuda::detail::DnnChoiceMode;
+  using runtime::cuda::detail::dnnChoiceMode;
+  EXPECT_EQ(dnnChoiceMode(false, false), DnnChoiceMode::heuristic);
+  EXPECT_EQ(dnnChoiceMode(false, true), DnnChoiceMode::benchmark);
+  EXPECT_EQ(dnnChoiceMode(true, true), DnnChoiceMode::deterministic);
+  EXPECT_EQ(dnnChoiceMode(true, false), DnnChoiceMode::deterministic);
+}
+
+TEST(CudaDnnChoice, TheFirstUsableCandidateSkipsFailuresNondeterminismAndTf32) {
+  using runtime::cuda::detail::DnnCandidate;
+  using runtime::cuda::detail::firstUsableCandidate;
+  // algo, succeeded, deterministic, tensor-op math; best first.
+  const std::vector<DnnCandidate> ranked = {
+      {7, false, true, false},  // failed (not supported for this call)
+      {5, true, false, true},   // tensor cores, atomics
+      {1, true, false, false},  // atomics
+      {0, true, true, false},
+  };
+  EXPECT_EQ(firstUsableCandidate(ranked, /*tensorOps=*/true, /*deterministicOnly=*/false), 1u);
+  EXPECT_EQ(firstUsableCandidate(ranked, /*tensorOps=*/false, /*deterministicOnly=*/false), 2u);  // no TF32
+  EXPECT_EQ(firstUsableCandidate(ranked, /*tensorOps=*/true, /*deterministicOnly=*/true), 3u);
+  const std::vector<DnnCandidate> none = {{4, true, false, false}, {6, false, true, false}};
+  EXPECT_EQ(firstUsableCandidate(none, true, true), std::nullopt);
+  EXPECT_EQ(firstUsableCandidate({}, true, false), std::nullopt);
+}
+
 TEST(CudaDnn, LoadsFromTheToolkitWithEveryEntryPointOrSaysWhy) {
   std::string why;
   if (!runtime::cuda::dnnAvailable(&why)) {
