@@ -468,17 +468,17 @@ struct Operands {
   void *x = nullptr, *w = nullptr, *y = nullptr;
 };
 
-/// Note [Choosing a cuDNN algorithm]
-/// As the CPU's (Note [Choosing a convolution algorithm] in
-/// runtime/conv.cpp): under runtime::deterministic(), the first algorithm
-/// cudnnGet*Algorithm_v7's heuristics rank that cuDNN marks
-/// CUDNN_DETERMINISTIC (the benchmark setting is ignored); else, with
-/// setConvBenchmark(true), the fastest that cudnnFind*AlgorithmEx measures
-/// on the call's own buffers (its result is overwritten, then written
-/// again), with a workspace of at most the largest any heuristic candidate
-/// asks, up to 1 GiB, from kiln's allocator; else the heuristics' first. f32
-/// and f64 never take a tensor-op (TF32) algorithm. Choices are kept per
-/// process, keyed by the device, the mode and the encoded call.
+// Note [Choosing a cuDNN algorithm]
+// As the CPU's (Note [Choosing a convolution algorithm] in
+// runtime/conv.cpp): under runtime::deterministic(), the first algorithm
+// cudnnGet*Algorithm_v7's heuristics rank that cuDNN marks
+// CUDNN_DETERMINISTIC (the benchmark setting is ignored); else, with
+// setConvBenchmark(true), the fastest that cudnnFind*AlgorithmEx measures
+// on the call's own buffers (its result is overwritten, then written
+// again), with a workspace of at most the largest any heuristic candidate
+// asks, up to 1 GiB, from kiln's allocator; else the heuristics' first. f32
+// and f64 never take a tensor-op (TF32) algorithm. Choices are kept per
+// process, keyed by the device, the mode and the encoded call.
 Choice chooseAlgorithm(cudnnHandle_t handle, const Descriptors& d, const detail::DnnConvPlan& p, const ConvCall& c,
                        Device device, DeviceInterface& driver, StreamHandle stream, const Operands& o) {
   const detail::DnnChoiceMode mode = detail::dnnChoiceMode(deterministic(), convBenchmark());
