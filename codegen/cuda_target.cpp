@@ -8,6 +8,7 @@
 #include "codegen/cuda_library.h"
 #include "codegen/gpu_target.h"
 #include "codegen/nvrtc_compiler.h"
+#include "runtime/cuda_dnn.h"
 #include "runtime/error.h"
 
 namespace kiln::codegen {
@@ -46,8 +47,12 @@ class CudaTarget final : public GpuTarget {
   }
   const LibraryFunctions& libraries() const override {
     // cuBLAS launches its kernels on the stream, which a CUDA graph
-    // captures; the index ops wait for their indices and cannot be.
-    static const LibraryFunctions cuda{{&cudaMatmul, true}, {&cudaIndexSelect}, {&cudaIndexAdd}, {}, {}};
+    // captures; the index ops wait for their indices and cannot be. cuDNN's
+    // convolutions (runtime/cuda_dnn.h) allocate their workspace from the
+    // device's allocator during the call, and a benchmarked first call
+    // times algorithms synchronously: not recordable.
+    static const LibraryFunctions cuda{{&cudaMatmul, true},          {&cudaIndexSelect}, {&cudaIndexAdd}, {}, {},
+                                       {&runtime::cuda::conv, false}};
     return cuda;
   }
 

@@ -14,6 +14,7 @@
 #include "codegen/cuda_library.h"
 #include "codegen/nvrtc_compiler.h"
 #include "common/error_of.h"
+#include "runtime/cuda_dnn.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/device_interface.h"
 #include "unit/codegen/gpu_kernel_cases.h"
@@ -41,6 +42,9 @@ TEST(CudaTarget, IsTheTargetOfCudaDevices) {
   EXPECT_TRUE(t.libraries().matmul.recordable) << "cuBLAS launches on the stream a CUDA graph captures";
   EXPECT_NE(t.libraries().indexSelect.fn, nullptr);
   EXPECT_NE(t.libraries().indexAdd.fn, nullptr);
+  EXPECT_EQ(t.libraries().conv.fn, &runtime::cuda::conv);
+  EXPECT_FALSE(t.libraries().conv.recordable) << "cuDNN's workspace is allocated during the call";
+  EXPECT_EQ(t.libraries().conv.withEpilogue, nullptr);
 }
 
 TEST(CudaTarget, SmArchOfTakesOnlySmXY) {
