@@ -19,9 +19,11 @@
 //   then runs, so the result is always that algorithm's.
 // - Otherwise, and always under runtime::deterministic() (which pins what
 //   a measurement could vary, as for the BLAS), the first available in the
-//   order onednn, onednn_blocked, direct: no reorders unless asked for, as
-//   neither oneDNN variant was faster on every ResNet-18 layer here
-//   (docs/convolution.md has the measurements).
+//   order onednn_blocked, onednn, direct: measured here on ResNet-18's
+//   layers (docs/convolution.md), the blocked kernels with their reorders
+//   were 1.0-1.3x faster forward and on most backward calls, and ResNet-18
+//   25% faster end to end; oneDNN on kiln's layout won the 7x7 stem's
+//   backward (which the benchmark setting finds).
 // Each algorithm's result depends on the call only, so eager and compiled
 // calls of a convolution agree bit for bit under one choice.
 //
@@ -181,8 +183,8 @@ namespace detail {
 std::vector<ConvAlgorithm> convCandidates(const ConvCall& k, int threads) {
   std::vector<ConvAlgorithm> all;
   if (!isEmpty(k) && (k.dtype == DType::f32 || k.dtype == DType::bf16)) {
-    if (!oneDnnConvImplementation(k, false, threads).empty()) all.push_back(ConvAlgorithm::onednn);
     if (!oneDnnConvImplementation(k, true, threads).empty()) all.push_back(ConvAlgorithm::onednnBlocked);
+    if (!oneDnnConvImplementation(k, false, threads).empty()) all.push_back(ConvAlgorithm::onednn);
   }
   all.push_back(ConvAlgorithm::direct);
   return all;

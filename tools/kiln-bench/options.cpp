@@ -14,7 +14,7 @@ namespace kiln::bench {
 
 std::string usage() {
   return "usage: kiln-bench [--device DEVICE] [--replay MODE] [--filter REGEX] [--repeats N] [--json FILE]\n"
-         "                  [--profile FILE]\n"
+         "                  [--profile FILE] [--conv-benchmark]\n"
          "                  [--compare-torch [--no-torch-compile]] [--list] [--help]\n"
          "       kiln-bench --suite loader [--repeats N] [--json FILE]\n"
          "\n"
@@ -26,6 +26,8 @@ std::string usage() {
          "  --replay MODE   graph replay of the compiled side on a device that records: cheaper\n"
          "                  (default: when it enqueues fewer commands), always, off; the replay\n"
          "                  table compares it with the program run kernel by kernel\n"
+         "  --conv-benchmark  kiln::backends::setBenchmark(true): each convolution's first call times\n"
+         "                  the algorithms and keeps the fastest (docs/convolution.md)\n"
          "  --filter REGEX  run the workloads whose name contains a match of REGEX (ECMAScript),\n"
          "                  out of every workload (those of --suite all too)\n"
          "  --repeats N     time exactly N calls of each side (default: 5 to 20 calls, about 1 s)\n"
@@ -58,6 +60,7 @@ Options parseOptions(const std::vector<std::string>& args) {
   app.add_flag("--compare-torch", o.compareTorch);
   bool noTorchCompile = false;
   app.add_flag("--no-torch-compile", noTorchCompile);
+  app.add_flag("--conv-benchmark", o.convBenchmark);
   CLI::Option* filterOpt = app.add_option("--filter", filter);
   CLI::Option* jsonOpt = app.add_option("--json", json);
   CLI::Option* profileOpt = app.add_option("--profile", profile);

@@ -17,6 +17,7 @@ struct Options {
   bool torchCompile = true;        ///< with compareTorch: also torch.compile each workload
   std::string device = "cpu";      ///< --device: cpu, opencl[:N], cuda[:N]
   std::string replay = "cheaper";  ///< --replay: the compiled side's CompileOptions::graphReplay
+  bool convBenchmark = false;      ///< --conv-benchmark: kiln::backends::setBenchmark(true)
   /// --suite: kernels (the default run's workloads), all (every workload,
   /// the convolutional networks too), loader (loader_suite.h).
   std::string suite = "kernels";

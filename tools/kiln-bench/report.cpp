@@ -147,6 +147,7 @@ void printTable(std::ostream& os, const Machine& machine, const std::vector<Resu
   os << fmt::format("machine: {}{} threads, copy bandwidth (read+write) {}\n",
                     machine.cpu.empty() ? "" : machine.cpu + ", ", machine.threads, copies.empty() ? "n/a" : copies);
   if (!machine.blas.empty()) os << fmt::format("blas: {}\n", machine.blas);
+  if (!machine.conv.empty()) os << fmt::format("conv: {}\n", machine.conv);
   if (!machine.compiledFor.empty()) os << fmt::format("compiled for: {}\n", machine.compiledFor);
   if (machine.device != "cpu")
     os << fmt::format("device: {} (the copy bandwidth above is this device's)\n", machine.device);
@@ -237,6 +238,7 @@ std::string toJson(const Machine& machine, const std::vector<Result>& results) {
     field("compiled_for", str(machine.compiledFor));
     field("device", str(machine.device));
     field("blas", str(machine.blas));
+    field("conv", str(machine.conv));
     field("replayed", r.replayMeasured ? (r.replayed ? "true" : "false") : "null");
     field("compiled_no_replay_ms", num(r.compiledNoReplayMs));
     field("kernels_compiled_no_replay", r.replayMeasured ? count(r.kernelsCompiledNoReplay) : "null");

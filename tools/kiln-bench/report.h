@@ -18,6 +18,7 @@ struct Machine {
   std::string compiledFor;  ///< what CPU kernels are vectorized for (tools::compiledForText)
   int threads = 0;   ///< threads of runtime::ThreadPool
   std::string blas;  ///< the BLAS and how matmul threads it
+  std::string conv;  ///< how CPU convolutions choose their algorithm (Note [Choosing a convolution algorithm])
   std::string device = "cpu";  ///< where the workloads ran: "cpu", or the device and its properties
   struct Copy {
     int64_t bytes = 0;  ///< buffer size

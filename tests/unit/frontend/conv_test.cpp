@@ -223,7 +223,7 @@ TEST(Conv2d, RunsOnOneDnnForF32WhereTheBuildHasIt) {
     k.kind = kind;
     k.yStrides = runtime::contiguousStrides(2, 16, 14, 14);
     const std::string impl = runtime::detail::convImplementation(k);
-    EXPECT_EQ(impl.rfind("onednn:", 0), 0u) << impl;
+    EXPECT_EQ(impl.rfind("onednn", 0), 0u) << impl;
     EXPECT_EQ(impl.find("ref"), std::string::npos) << impl;
   }
   k.dtype = DType::f64;
