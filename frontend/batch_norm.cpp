@@ -21,13 +21,7 @@ namespace kiln {
 
 namespace {
 
-/// x in the dtype the op computes in (f32 for f16 and bf16), after checking
-/// that it is a floating-point tensor.
-Tensor computeInput(const char* op, const Tensor& x) {
-  KILN_CHECK(isFloatingPoint(x.dtype()), "{}: expected a floating-point dtype (f32, f64, f16, bf16), got {}", op,
-             x.str());
-  return x.dtype() == DType::f16 || x.dtype() == DType::bf16 ? x.to(DType::f32) : x;
-}
+using detail::floatComputeInput;
 
 /// [1, C, 1, ...]: a per-channel tensor's shape broadcast against x.
 Shape channelShape(const Tensor& x) {
@@ -59,7 +53,7 @@ Tensor batchNorm(const Tensor& x, const Tensor& runningMean, const Tensor& runni
   if (!training) {
     KILN_CHECK(runningMean.defined() && runningVar.defined(),
                "{}: running_mean and running_var must be defined in evaluation mode", op);
-    const Tensor xf = computeInput(op, x);
+    const Tensor xf = floatComputeInput(op, x);
     Tensor y = (xf - runningMean.view(cs)) * rsqrt(runningVar.view(cs) + eps);
     if (weight.defined()) y = y * weight.view(cs);
     if (bias.defined()) y = y + bias.view(cs);
@@ -70,7 +64,7 @@ Tensor batchNorm(const Tensor& x, const Tensor& runningMean, const Tensor& runni
   Tensor mu, rstd, y;
   const Tensor xf = [&] {
     NoGradGuard noGrad;
-    return computeInput(op, x);
+    return floatComputeInput(op, x);
   }();
   {
     NoGradGuard noGrad;
@@ -96,7 +90,7 @@ Tensor batchNorm(const Tensor& x, const Tensor& runningMean, const Tensor& runni
         const char* node = "NativeBatchNormBackward";
         const Tensor r = srstd.unpack(node);
         const Tensor xhat = (sx.unpack(node) - smu.unpack(node)) * r;
-        const Tensor g = computeInput("batch_norm", grads.at(0));
+        const Tensor g = floatComputeInput("batch_norm", grads.at(0));
         const Tensor gw = sw.defined() ? g * sw.unpack(node).view(cs) : g;
         const Tensor gx = r * (gw - mean(gw, dims, true) - xhat * mean(gw * xhat, dims, true));
         return std::vector<Tensor>{gx, sw.defined() ? sum(g * xhat, dims).view({c}) : Tensor(),
@@ -115,7 +109,7 @@ Tensor groupNorm(const Tensor& x, int64_t numGroups, const Tensor& weight, const
   checkPerChannel(op, x, {{"weight", &weight}, {"bias", &bias}});
   const int64_t n = x.size(0), rest = n > 0 ? x.numel() / (n * numGroups) : 0;
   KILN_CHECK(rest > 0, "{}: expected a non-empty group, got input {}", op, x.str());
-  const Tensor xf = computeInput(op, x);
+  const Tensor xf = floatComputeInput(op, x);
   Tensor y = layerNorm(xf.reshape({n, numGroups, rest}), {rest}, {}, {}, eps).reshape(x.shape());
   const Shape cs = channelShape(x);
   if (weight.defined()) y = y * weight.view(cs);

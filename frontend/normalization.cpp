@@ -8,6 +8,8 @@
 //   log_softmax: gx = g - exp(y) * sum(g)
 //   layer_norm:  gx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)), gw = g * weight,
 //                gweight = sum(g * xhat), gbias = sum(g) over the leading dims.
+#include "frontend/normalization.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -20,15 +22,17 @@
 
 namespace kiln {
 
-namespace {
-/// x in the dtype the op computes in (f32 for f16 and bf16), after checking
-/// that it is a floating-point tensor.
-Tensor computeInput(const char* op, const Tensor& x) {
+namespace detail {
+Tensor floatComputeInput(const char* op, const Tensor& x) {
   KILN_CHECK(x.defined(), "{}: argument 0 is an undefined tensor", op);
   KILN_CHECK(isFloatingPoint(x.dtype()), "{}: expected a floating-point dtype (f32, f64, f16, bf16), got {}", op,
              x.str());
   return x.dtype() == DType::f16 || x.dtype() == DType::bf16 ? x.to(DType::f32) : x;
 }
+}  // namespace detail
+
+namespace {
+using detail::floatComputeInput;
 }  // namespace
 
 Tensor softmax(const Tensor& x0, int64_t dim) {
@@ -37,15 +41,15 @@ Tensor softmax(const Tensor& x0, int64_t dim) {
   Tensor y;
   {
     NoGradGuard noGrad;
-    const Tensor xf = computeInput("softmax", x);
+    const Tensor xf = floatComputeInput("softmax", x);
     if (x.dim() > 0 && x.size(d) == 0) return zeros(x.shape(), x.dtype(), x.device());  // no row to normalize
     const Tensor e = exp(xf - amax(xf, {d}, true));
     y = (e / sum(e, {d}, true)).to(x.dtype());
   }
   autograd::attach("SoftmaxBackward", std::span<const Tensor>(&x, 1), std::span<const Tensor>(&y, 1),
                    [saved = autograd::SavedTensor(y), d](const std::vector<Tensor>& grads) {
-                     const Tensor yf = computeInput("softmax", saved.unpack("SoftmaxBackward"));
-                     const Tensor g = computeInput("softmax", grads.at(0));
+                     const Tensor yf = floatComputeInput("softmax", saved.unpack("SoftmaxBackward"));
+                     const Tensor g = floatComputeInput("softmax", grads.at(0));
                      return std::vector<Tensor>{yf * (g - sum(g * yf, {d}, true))};
                    });
   return y;
@@ -57,15 +61,15 @@ Tensor logSoftmax(const Tensor& x0, int64_t dim) {
   Tensor y;
   {
     NoGradGuard noGrad;
-    const Tensor xf = computeInput("log_softmax", x);
+    const Tensor xf = floatComputeInput("log_softmax", x);
     if (x.dim() > 0 && x.size(d) == 0) return zeros(x.shape(), x.dtype(), x.device());
     const Tensor shifted = xf - amax(xf, {d}, true);
     y = (shifted - log(sum(exp(shifted), {d}, true))).to(x.dtype());
   }
   autograd::attach("LogSoftmaxBackward", std::span<const Tensor>(&x, 1), std::span<const Tensor>(&y, 1),
                    [saved = autograd::SavedTensor(y), d](const std::vector<Tensor>& grads) {
-                     const Tensor yf = computeInput("log_softmax", saved.unpack("LogSoftmaxBackward"));
-                     const Tensor g = computeInput("log_softmax", grads.at(0));
+                     const Tensor yf = floatComputeInput("log_softmax", saved.unpack("LogSoftmaxBackward"));
+                     const Tensor g = floatComputeInput("log_softmax", grads.at(0));
                      return std::vector<Tensor>{g - exp(yf) * sum(g, {d}, true)};
                    });
   return y;
@@ -77,7 +81,7 @@ LayerNormResult layerNormWithStats(const Tensor& x0, const Shape& normalizedShap
                bias = detail::autocastArg("layer_norm", bias0);
   const Tensor xf = [&] {
     NoGradGuard noGrad;
-    return computeInput("layer_norm", x);
+    return floatComputeInput("layer_norm", x);
   }();
   const int k = static_cast<int>(normalizedShape.size());
   KILN_CHECK(k > 0, "layer_norm: expected a non-empty normalized_shape, got []");
@@ -111,7 +115,7 @@ LayerNormResult layerNormWithStats(const Tensor& x0, const Shape& normalizedShap
         const char* node = "LayerNormBackward";
         const Tensor r = srstd.unpack(node);
         const Tensor xhat = (sx.unpack(node) - smu.unpack(node)) * r;
-        const Tensor g = computeInput("layer_norm", grads.at(0));
+        const Tensor g = floatComputeInput("layer_norm", grads.at(0));
         const Tensor gw = sw.defined() ? g * sw.unpack(node) : g;
         const Tensor gx = r * (gw - mean(gw, dims, true) - xhat * mean(gw * xhat, dims, true));
         return std::vector<Tensor>{gx, sw.defined() ? g * xhat : Tensor(), hasBias ? g : Tensor()};

@@ -33,4 +33,11 @@ Tensor batchNorm(const Tensor& x, const Tensor& runningMean, const Tensor& runni
 Tensor groupNorm(const Tensor& x, int64_t numGroups, const Tensor& weight = {}, const Tensor& bias = {},
                  double eps = 1e-5);
 
+namespace detail {
+/// x in the dtype the normalizations and pools compute in (f32 for f16 and
+/// bf16, as PyTorch's kernels accumulate in float), after checking that it
+/// is a defined floating-point tensor; kiln::Error naming `op` otherwise.
+Tensor floatComputeInput(const char* op, const Tensor& x);
+}  // namespace detail
+
 }  // namespace kiln

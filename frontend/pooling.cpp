@@ -30,6 +30,7 @@
 #include "frontend/autograd/function.h"
 #include "frontend/autograd/grad_mode.h"
 #include "frontend/indexing.h"
+#include "frontend/normalization.h"
 #include "frontend/ops.h"
 #include "frontend/reductions.h"
 #include "runtime/error.h"
@@ -38,13 +39,7 @@ namespace kiln {
 
 namespace {
 
-/// x in the dtype pooling adds in (f32 for f16 and bf16), after checking it
-/// is a floating-point tensor.
-Tensor computeInput(const char* op, const Tensor& x) {
-  KILN_CHECK(isFloatingPoint(x.dtype()), "{}: expected a floating-point dtype (f32, f64, f16, bf16), got {}", op,
-             x.str());
-  return x.dtype() == DType::f16 || x.dtype() == DType::bf16 ? x.to(DType::f32) : x;
-}
+using detail::floatComputeInput;
 
 /// A 1-d i64 tensor on `device`.
 Tensor indexTensor(const std::vector<int64_t>& values, Device device) { return fromVector(values, device); }
@@ -222,7 +217,7 @@ Tensor avgPool2d(const Tensor& x0, Size2 kernel, std::optional<Size2> stride, Si
   const char* op = "avg_pool2d";
   const PoolGeometry g = poolGeometry(op, x0, kernel, stride, padding, {1, 1}, ceilMode);
   KILN_CHECK(!divisorOverride || *divisorOverride != 0, "{}: divisor must be not zero", op);
-  const Tensor xf = computeInput(op, x0);
+  const Tensor xf = floatComputeInput(op, x0);
   // PyTorch's divisor of each window (avg_pool2d's kernel): the window
   // clipped to the padded input, then to the input; an empty one gives 0.
   std::vector<double> divisor(static_cast<size_t>(g.oh * g.ow));
@@ -265,9 +260,9 @@ Tensor adaptiveAvgPool2d(const Tensor& x0, Size2 outputSize) {
   KILN_CHECK(h > 0 && w > 0 && x0.size(-3) > 0, "{}: expected non-empty channels, height and width, got {}", op,
              x0.str());
   const auto [oh, ow] = outputSize;
-  if (oh == 1 && ow == 1) return mean(computeInput(op, x0), {-2, -1}, true).to(x0.dtype());
+  if (oh == 1 && ow == 1) return mean(floatComputeInput(op, x0), {-2, -1}, true).to(x0.dtype());
   if (h % oh == 0 && w % ow == 0) return avgPool2d(x0, {h / oh, w / ow});
-  const Tensor x = computeInput(op, x0);
+  const Tensor x = floatComputeInput(op, x0);
   std::vector<Tensor> rows;
   for (int64_t i = 0; i < oh; ++i) {
     const int64_t h0 = i * h / oh, h1 = ((i + 1) * h + oh - 1) / oh;

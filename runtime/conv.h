@@ -59,6 +59,12 @@ struct ConvCall {
   int64_t padBottom() const { return (ho - 1) * strideH + (kh - 1) * dilationH + 1 - h - padTop; }
   int64_t padRight() const { return (wo - 1) * strideW + (kw - 1) * dilationW + 1 - w - padLeft; }
 
+  /// The op the call runs: "conv2d", "conv_transpose2d" or
+  /// "conv2d_backward_weight" (for errors).
+  const char* opName() const;
+  /// "x [N, C, H, W], w [O, C/G, KH, KW], y [N, O, HO, WO], f32" (for errors).
+  std::string str() const;
+
   /// As the step's integer arguments, and back.
   std::vector<int64_t> encode() const;
   static ConvCall decode(std::span<const int64_t> args);

@@ -1,4 +1,7 @@
-// ConvCall's encoding as a library step's integer arguments (runtime/conv.h).
+// ConvCall's encoding as a library step's integer arguments, and its
+// descriptions for errors (runtime/conv.h).
+#include <fmt/format.h>
+
 #include "runtime/conv.h"
 #include "runtime/error.h"
 
@@ -11,6 +14,20 @@ constexpr size_t kScalars = 18;  // kind, dtype, 16 sizes and parameters
 std::array<int64_t, 4> contiguousStrides(int64_t n, int64_t c, int64_t h, int64_t w) {
   (void)n;
   return {c * h * w, h * w, w, 1};
+}
+
+const char* ConvCall::opName() const {
+  switch (kind) {
+    case Kind::forward: return "conv2d";
+    case Kind::transpose: return "conv_transpose2d";
+    case Kind::weightGrad: return "conv2d_backward_weight";
+  }
+  return "conv";
+}
+
+std::string ConvCall::str() const {
+  return fmt::format("x [{}, {}, {}, {}], w [{}, {}, {}, {}], y [{}, {}, {}, {}], {}", n, c, h, w, o,
+                     groups ? c / groups : 0, kh, kw, n, o, ho, wo, dtypeName(dtype));
 }
 
 std::vector<int64_t> ConvCall::encode() const {

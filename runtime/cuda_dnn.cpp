@@ -32,23 +32,8 @@ namespace kiln::runtime::cuda {
 
 namespace {
 
-const char* opName(ConvCall::Kind kind) {
-  switch (kind) {
-    case ConvCall::Kind::forward: return "conv2d";
-    case ConvCall::Kind::transpose: return "conv_transpose2d";
-    case ConvCall::Kind::weightGrad: return "conv2d_backward_weight";
-  }
-  return "conv";
-}
-
-std::string shapes(const ConvCall& c) {
-  return fmt::format("x [{}, {}, {}, {}], w [{}, {}, {}, {}], y [{}, {}, {}, {}], {}", c.n, c.c, c.h, c.w, c.o,
-                     c.groups ? c.c / c.groups : 0, c.kh, c.kw, c.n, c.o, c.ho, c.wo, dtypeName(c.dtype));
-}
-
 int toInt(int64_t v, const char* what, const ConvCall& c) {
-  KILN_CHECK(v >= 0 && v <= INT_MAX, "{}: {} = {} does not fit cuDNN's 32-bit ints ({})", opName(c.kind), what, v,
-             shapes(c));
+  KILN_CHECK(v >= 0 && v <= INT_MAX, "{}: {} = {} does not fit cuDNN's 32-bit ints ({})", c.opName(), what, v, c.str());
   return static_cast<int>(v);
 }
 
@@ -103,7 +88,7 @@ DnnConvPlan planDnnConv(const ConvCall& c) {
   p.kind = c.kind;
   p.dtype = c.dtype;
   KILN_CHECK(c.dtype == DType::f32 || c.dtype == DType::f64 || c.dtype == DType::f16 || c.dtype == DType::bf16,
-             "{}: cuDNN has no convolution of {} ({})", opName(c.kind), dtypeName(c.dtype), shapes(c));
+             "{}: cuDNN has no convolution of {} ({})", c.opName(), dtypeName(c.dtype), c.str());
   p.computeType = c.dtype == DType::f64 ? DType::f64 : DType::f32;
   p.tensorOps = c.dtype == DType::f16 || c.dtype == DType::bf16;
   switch (c.kind) {
@@ -128,7 +113,7 @@ DnnConvPlan planDnnConv(const ConvCall& c) {
   p.dilationH = toInt(c.dilationH, "the dilation", c), p.dilationW = toInt(c.dilationW, "the dilation", c);
   p.groups = toInt(c.groups, "groups", c);
   KILN_CHECK(p.strideH > 0 && p.strideW > 0 && p.dilationH > 0 && p.dilationW > 0 && p.groups > 0,
-             "{}: stride, dilation and groups must be positive ({})", opName(c.kind), shapes(c));
+             "{}: stride, dilation and groups must be positive ({})", c.opName(), c.str());
   p.w = {toInt(c.o, "o", c), toInt(cg, "c / groups", c), toInt(c.kh, "kh", c), toInt(c.kw, "kw", c)};
   const bool xRead = c.kind != ConvCall::Kind::transpose, yRead = c.kind != ConvCall::Kind::forward,
              wRead = c.kind != ConvCall::Kind::weightGrad;
@@ -323,7 +308,7 @@ std::string statusText(cudnnStatus_t status) {
 /// Throws kiln::Error naming the op, the cuDNN call and the shapes.
 void check(cudnnStatus_t s, const char* what, const ConvCall& c, Device device) {
   if (s != CUDNN_STATUS_SUCCESS) [[unlikely]]
-    fail("{} on {}: {} failed: {} ({})", opName(c.kind), device.str(), what, statusText(s), shapes(c));
+    fail("{} on {}: {} failed: {} ({})", c.opName(), device.str(), what, statusText(s), c.str());
 }
 
 /// The calling thread's handle for cuda:`index` (whose context is current).
@@ -511,11 +496,11 @@ Choice chooseAlgorithm(cudnnHandle_t handle, const Descriptors& d, const detail:
       check(findEx(&found, measured.data(), max, workspace.address(), bytes), names.find, c, device);
       if (std::optional<Choice> fastest = firstUsable(measured, found, p, false)) chosen = fastest;
     }
-    KILN_CHECK(chosen.has_value(), "{} on {}: cuDNN offers no {}algorithm ({})", opName(c.kind), device.str(),
+    KILN_CHECK(chosen.has_value(), "{} on {}: cuDNN offers no {}algorithm ({})", c.opName(), device.str(),
                det            ? "deterministic "
                : !p.tensorOps ? "non-TF32 "
                               : "",
-               shapes(c));
+               c.str());
     return *chosen;
   };
   Choice choice;
@@ -616,7 +601,7 @@ void conv(const LibraryCall& call) {
     return;
   }
   const CudnnApi& api = cudnn();
-  KILN_CHECK(api.error.empty(), "{}: cannot run on {}: {}", opName(c.kind), call.device.str(), api.error);
+  KILN_CHECK(api.error.empty(), "{}: cannot run on {}: {}", c.opName(), call.device.str(), api.error);
   KILN_ASSERT(call.device.isCuda(), "cuDNN convolution on {}", call.device.str());
   makeCurrent(call.device.index());
   cudnnHandle_t handle = handleFor(call.device.index());
@@ -724,7 +709,7 @@ void conv(const LibraryCall& call) {
   const ConvCall c = ConvCall::decode(call.args);
   const detail::DnnConvPlan p = detail::planDnnConv(c);
   if (p.empty) return;
-  fail("{}: cannot run on {}: {}", opName(c.kind), call.device.str(), kNoToolkit);
+  fail("{}: cannot run on {}: {}", c.opName(), call.device.str(), kNoToolkit);
 }
 
 #endif

@@ -32,15 +32,6 @@ namespace kiln::runtime::opencl {
 
 namespace {
 
-const char* opName(ConvCall::Kind kind) {
-  switch (kind) {
-    case ConvCall::Kind::forward: return "conv2d";
-    case ConvCall::Kind::transpose: return "conv_transpose2d";
-    case ConvCall::Kind::weightGrad: return "conv2d_backward_weight";
-  }
-  return "conv";
-}
-
 const char* kernelName(ConvCall::Kind kind) {
   switch (kind) {
     case ConvCall::Kind::forward: return "forward";
@@ -58,7 +49,7 @@ constexpr int64_t kColumns = 4;  ///< columns per work-item: y's (forward), x's 
 void conv(const LibraryCall& call) {
   KILN_ASSERT(call.buffers.size() == 3, "conv call with {} buffers", call.buffers.size());
   const ConvCall c = ConvCall::decode(call.args);
-  const char* op = opName(c.kind);
+  const char* op = c.opName();
   KILN_ASSERT(c.dtype == DType::f32 || c.dtype == DType::f64 || c.dtype == DType::f16 || c.dtype == DType::bf16,
               "{} of {} reached the runtime", op, dtypeName(c.dtype));
   KILN_ASSERT(

@@ -144,9 +144,7 @@ Formula formulaFor(Op op, const ir::Attributes& attrs, std::shared_ptr<Args> a, 
       auto y = std::make_shared<SavedTensor>(result);
       return [y, a](const Tensor& g) { return std::vector<Tensor>{mul(g, y->unpack(a->node()))}; };
     }
-    case Op::log:
-      a->save(0);
-      return [a](const Tensor& g) { return std::vector<Tensor>{div(g, (*a)[0])}; };
+    case Op::log: a->save(0); return [a](const Tensor& g) { return std::vector<Tensor>{div(g, (*a)[0])}; };
     case Op::sqrt: {
       auto y = std::make_shared<SavedTensor>(result);
       return [y, a](const Tensor& g) { return std::vector<Tensor>{div(g, mul(y->unpack(a->node()), 2.0))}; };
@@ -206,9 +204,7 @@ Formula formulaFor(Op op, const ir::Attributes& attrs, std::shared_ptr<Args> a, 
         return std::vector<Tensor>{mul(mul(g, -0.5), mul(mul(r, r), r))};
       };
     }
-    case Op::sin:
-      a->save(0);
-      return [a](const Tensor& g) { return std::vector<Tensor>{mul(g, cos((*a)[0].tensor))}; };
+    case Op::sin: a->save(0); return [a](const Tensor& g) { return std::vector<Tensor>{mul(g, cos((*a)[0].tensor))}; };
     case Op::cos:
       a->save(0);
       return [a](const Tensor& g) { return std::vector<Tensor>{mul(g, neg(sin((*a)[0].tensor)))}; };
@@ -382,51 +378,39 @@ Formula formulaFor(Op op, const ir::Attributes& attrs, std::shared_ptr<Args> a, 
     // Convolutions (ir/conv.h): each of x, w, y from the other two.
     // conv2d: gx = conv_transpose2d(g, w), its output_padding the rows and
     // columns conv2d's floor dropped (below the stride), gw =
-    // conv2d_backward_weight(x, g).
-    case Op::conv2d: {
-      const bool dx = a->needs(0), dw = a->needs(1);
-      if (dx) a->save(1);
-      if (dw) a->save(0);
-      ir::ConvAttrs c = ir::convAttrs(op, attrs);
-      const Shape& w = a->original(1).tensor.shape();
-      c.kernel = {w[2], w[3]};
-      for (int d = 0; d < 2; ++d)
-        c.outputPadding[d] = in0.shape[static_cast<size_t>(d + 2)] -
-                             ir::convTransposeOutputSize(result.size(d + 2), c.kernel[d], c.stride[d], c.padding[d],
-                                                         c.padding[d + 2], c.dilation[d], 0);
-      return [a, dx, dw, c](const Tensor& g0) {
-        const Tensor g = g0.contiguous();  // Note [Convolutions read contiguous operands] in frontend/conv.cpp
-        Tensor gx, gw;
-        if (dx)
-          gx = detail::dispatch(Op::conv_transpose2d, {g, (*a)[1]}, ir::convAttributes(Op::conv_transpose2d, c));
-        if (dw)
-          gw = detail::dispatch(Op::conv2d_backward_weight, {(*a)[0], g},
-                                ir::convAttributes(Op::conv2d_backward_weight, c));
-        return std::vector<Tensor>{gx, gw};
-      };
-    }
-    // conv_transpose2d (y = conv_transpose2d(x, w) is the input of a
-    // convolution whose output is x): gx = conv2d(g, w), gw =
-    // conv2d_backward_weight(g, x).
+    // conv2d_backward_weight(x, g). conv_transpose2d (y = conv_transpose2d(x,
+    // w) is the input of a convolution whose output is x): gx = conv2d(g,
+    // w), gw = conv2d_backward_weight(g, x).
+    case Op::conv2d:
     case Op::conv_transpose2d: {
+      const bool transposed = op == Op::conv_transpose2d;
       const bool dx = a->needs(0), dw = a->needs(1);
       if (dx) a->save(1);
       if (dw) a->save(0);
       ir::ConvAttrs c = ir::convAttrs(op, attrs);
       const Shape& w = a->original(1).tensor.shape();
       c.kernel = {w[2], w[3]};
-      return [a, dx, dw, c](const Tensor& g0) {
+      if (!transposed)
+        for (int d = 0; d < 2; ++d)
+          c.outputPadding[d] = in0.shape[static_cast<size_t>(d + 2)] -
+                               ir::convTransposeOutputSize(result.size(d + 2), c.kernel[d], c.stride[d], c.padding[d],
+                                                           c.padding[d + 2], c.dilation[d], 0);
+      return [a, dx, dw, c, transposed](const Tensor& g0) {
         const Tensor g = g0.contiguous();  // Note [Convolutions read contiguous operands] in frontend/conv.cpp
+        const Op inputGradient = transposed ? Op::conv2d : Op::conv_transpose2d;
         Tensor gx, gw;
-        if (dx) gx = detail::dispatch(Op::conv2d, {g, (*a)[1]}, ir::convAttributes(Op::conv2d, c));
-        if (dw)
-          gw = detail::dispatch(Op::conv2d_backward_weight, {g, (*a)[0]},
+        if (dx) gx = detail::dispatch(inputGradient, {g, (*a)[1]}, ir::convAttributes(inputGradient, c));
+        if (dw) {
+          std::vector<Operand> xy = {(*a)[0], g};
+          if (transposed) std::swap(xy[0], xy[1]);
+          gw = detail::dispatch(Op::conv2d_backward_weight, std::move(xy),
                                 ir::convAttributes(Op::conv2d_backward_weight, c));
+        }
         return std::vector<Tensor>{gx, gw};
       };
     }
     // No gradient: integer or bool results, random fills and constants.
-    case Op::attention_backward:  // not differentiable twice: Note [Flash attention on the CPU]
+    case Op::attention_backward:      // not differentiable twice: Note [Flash attention on the CPU]
     case Op::conv2d_backward_weight:  // not differentiable twice (docs/convolution.md)
     case Op::eq:
     case Op::ne:

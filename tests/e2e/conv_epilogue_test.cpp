@@ -14,27 +14,13 @@
 
 #include "frontend/kiln.h"
 #include "runtime/conv.h"
+#include "tests/common/expect_epilogues.h"
 #include "tests/common/same_bits.h"
 
 namespace {
 
 using namespace kiln;
-using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
-
-/// Runs `fn` eagerly and compiled; expects the same bits, `steps` steps of
-/// which `epilogues` library calls with an epilogue.
-void expectEpilogues(const std::string& what, const Fn& fn, const std::vector<Tensor>& inputs, int steps,
-                     int epilogues) {
-  SCOPED_TRACE(what);
-  const Tensor eager = fn(inputs);
-  detail::CompileEngine engine([fn](const std::vector<Tensor>& in) { return std::vector<Tensor>{fn(in)}; },
-                               CompileOptions{});
-  const std::vector<Tensor> compiled = engine.call(inputs);
-  ASSERT_EQ(compiled.size(), 1u);
-  EXPECT_TRUE(sameBits(compiled[0], eager));
-  EXPECT_EQ(engine.lastNumKernels(), steps) << engine.lastGraph();
-  EXPECT_EQ(engine.lastNumEpilogues(), epilogues) << engine.lastGraph();
-}
+using testutil::expectEpilogues;
 
 Tensor normal(const Shape& shape, uint64_t seed) {
   Generator gen(seed);

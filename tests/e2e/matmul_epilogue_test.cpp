@@ -16,30 +16,15 @@
 #include <vector>
 
 #include "frontend/kiln.h"
-#include "tests/common/same_bits.h"
 #include "runtime/blas.h"
+#include "tests/common/expect_epilogues.h"
+#include "tests/common/same_bits.h"
 
 namespace {
 
 using namespace kiln;
 
-
-using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
-
-/// Runs `fn` eagerly and compiled; expects the same bits, `steps` steps of
-/// which `epilogues` matmuls with an epilogue.
-void expectEpilogues(const std::string& what, const Fn& fn, const std::vector<Tensor>& inputs, int steps,
-                     int epilogues) {
-  SCOPED_TRACE(what);
-  const Tensor eager = fn(inputs);
-  detail::CompileEngine engine([fn](const std::vector<Tensor>& in) { return std::vector<Tensor>{fn(in)}; },
-                               CompileOptions{});
-  const std::vector<Tensor> compiled = engine.call(inputs);
-  ASSERT_EQ(compiled.size(), 1u);
-  EXPECT_TRUE(sameBits(compiled[0], eager));
-  EXPECT_EQ(engine.lastNumKernels(), steps) << engine.lastGraph();
-  EXPECT_EQ(engine.lastNumEpilogues(), epilogues) << engine.lastGraph();
-}
+using testutil::expectEpilogues;
 
 Tensor normal(const Shape& shape, uint64_t seed) {
   Generator gen(seed);
@@ -49,13 +34,18 @@ Tensor normal(const Shape& shape, uint64_t seed) {
 TEST(MatmulEpilogues, BiasActivationsAndResidualsEqualEagerInEverySplit) {
   // Taller than wide (row blocks), wider than tall (column blocks: the
   // epilogue runs on each row's piece of the block), small, odd sizes.
-  for (const auto& [m, k, n] : std::vector<std::array<int64_t, 3>>{{300, 64, 48}, {24, 80, 700}, {5, 7, 3}, {257, 129, 65}}) {
+  for (const auto& [m, k, n] :
+       std::vector<std::array<int64_t, 3>>{{300, 64, 48}, {24, 80, 700}, {5, 7, 3}, {257, 129, 65}}) {
     const std::string size = std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n);
     const Tensor x = normal({m, k}, 1), w = normal({n, k}, 2), b = normal({n}, 3), r = normal({m, n}, 4);
-    expectEpilogues("bias " + size, [](auto& in) { return linear(in[0], in[1], in[2]); }, {x, w, b}, 1, 1);
-    expectEpilogues("relu " + size, [](auto& in) { return relu(linear(in[0], in[1], in[2])); }, {x, w, b}, 1, 1);
-    expectEpilogues("gelu " + size, [](auto& in) { return gelu(linear(in[0], in[1], in[2])); }, {x, w, b}, 1, 1);
-    expectEpilogues("silu " + size, [](auto& in) { return silu(linear(in[0], in[1], in[2])); }, {x, w, b}, 1, 1);
+    expectEpilogues(
+        "bias " + size, [](auto& in) { return linear(in[0], in[1], in[2]); }, {x, w, b}, 1, 1);
+    expectEpilogues(
+        "relu " + size, [](auto& in) { return relu(linear(in[0], in[1], in[2])); }, {x, w, b}, 1, 1);
+    expectEpilogues(
+        "gelu " + size, [](auto& in) { return gelu(linear(in[0], in[1], in[2])); }, {x, w, b}, 1, 1);
+    expectEpilogues(
+        "silu " + size, [](auto& in) { return silu(linear(in[0], in[1], in[2])); }, {x, w, b}, 1, 1);
     expectEpilogues(
         "residual " + size, [](auto& in) { return in[3] + linear(in[0], in[1], in[2]); }, {x, w, b, r}, 1, 1);
   }
@@ -64,18 +54,22 @@ TEST(MatmulEpilogues, BiasActivationsAndResidualsEqualEagerInEverySplit) {
 TEST(MatmulEpilogues, BatchesBlasThreadsAndEmptySums) {
   // A batch of products (each thread takes whole products).
   const Tensor xb = normal({6, 40, 32}, 5), yb = normal({6, 32, 24}, 6), c = normal({24}, 7);
-  expectEpilogues("batched", [](auto& in) { return relu(matmul(in[0], in[1]) + in[2]); }, {xb, yb, c}, 1, 1);
+  expectEpilogues(
+      "batched", [](auto& in) { return relu(matmul(in[0], in[1]) + in[2]); }, {xb, yb, c}, 1, 1);
   // OpenBLAS's threads compute the product, then the pool runs the epilogue.
   runtime::setBlasThreading(runtime::BlasThreading::blas);
   const Tensor x = normal({200, 96}, 8), w = normal({64, 96}, 9), b = normal({64}, 10);
-  expectEpilogues("blas threads", [](auto& in) { return gelu(linear(in[0], in[1], in[2])); }, {x, w, b}, 1, 1);
+  expectEpilogues(
+      "blas threads", [](auto& in) { return gelu(linear(in[0], in[1], in[2])); }, {x, w, b}, 1, 1);
   runtime::setBlasThreading(runtime::BlasThreading::pool);
   // k = 0: the product is zeros, the epilogue still runs over all of it.
   const Tensor e = zeros({9, 0}), f = zeros({0, 5}), g = normal({5}, 11);
-  expectEpilogues("empty sum", [](auto& in) { return relu(matmul(in[0], in[1]) + in[2]); }, {e, f, g}, 1, 1);
+  expectEpilogues(
+      "empty sum", [](auto& in) { return relu(matmul(in[0], in[1]) + in[2]); }, {e, f, g}, 1, 1);
   // Integers: the loop's blocks, then the epilogue.
   const Tensor xi = (normal({30, 20}, 12) * 10.0).to(DType::i32), wi = (normal({20, 10}, 13) * 10.0).to(DType::i32);
-  expectEpilogues("i32", [](auto& in) { return matmul(in[0], in[1]) * 3; }, {xi, wi}, 1, 1);
+  expectEpilogues(
+      "i32", [](auto& in) { return matmul(in[0], in[1]) * 3; }, {xi, wi}, 1, 1);
 }
 
 TEST(MatmulEpilogues, KernelsThatMustNotBeEpiloguesStayStepsOfTheirOwn) {
