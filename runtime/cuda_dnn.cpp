@@ -242,14 +242,7 @@ CudnnApi loadApi(std::span<const std::string> candidates) {
     return api;
   }
   api.library = library.name();
-  auto resolve = [&](const char* name, auto& slot) {
-    std::string why;
-    slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(library.symbol(name, &why));
-    if (slot)
-      api.entryPoints.emplace_back(name);
-    else if (api.error.empty())
-      api.error = why;
-  };
+  SymbolResolver resolve(library, api.entryPoints, api.error);
   resolve("cudnnGetVersion", api.getVersion);
   resolve("cudnnGetErrorString", api.errorString);
   resolve("cudnnCreate", api.create);

@@ -58,4 +58,28 @@ class DynamicLibrary {
   std::string error_;
 };
 
+/// Resolves a loaded library's entry points into typed function pointers,
+/// noting each name it resolves in `resolved` and the first failure in
+/// `error` (the CUDA libraries' loaders: runtime/cuda_blas.cpp,
+/// runtime/cuda_dnn.cpp): `resolve("cublasCreate_v2", api.create);`.
+class SymbolResolver {
+ public:
+  SymbolResolver(const DynamicLibrary& library, std::vector<std::string>& resolved, std::string& error)
+      : library_(library), resolved_(resolved), error_(error) {}
+  template <typename Fn>
+  void operator()(const char* name, Fn& slot) {
+    std::string why;
+    slot = reinterpret_cast<Fn>(library_.symbol(name, &why));
+    if (slot)
+      resolved_.emplace_back(name);
+    else if (error_.empty())
+      error_ = why;
+  }
+
+ private:
+  const DynamicLibrary& library_;
+  std::vector<std::string>& resolved_;
+  std::string& error_;
+};
+
 }  // namespace kiln::runtime
