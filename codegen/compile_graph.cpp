@@ -285,10 +285,9 @@ runtime::Executable compileGraph(const ir::Graph& graph, Device device, std::spa
     size_t step;  ///< its KernelStep in exe.steps, or the LibraryStep whose epilogue it is
     Kernel kernel;
   };
-  // The matmul whose step is the last one so far, if any (Note [Matmul
-  // epilogues in compiled programs]).
   // The last library node whose step may take an epilogue (a CPU matmul
-  // or forward convolution), and its function with one.
+  // or forward convolution), and its function with one (Note [Matmul
+  // epilogues in compiled programs]).
   const ir::Node* lastProducer = nullptr;
   runtime::LibraryFn lastWithEpilogue = nullptr;
   std::vector<PendingKernel> pending;
