@@ -180,21 +180,34 @@ void setConvChoiceStore(ConvChoiceStore store) {
 
 namespace detail {
 
+namespace {
+/// Whether algorithm `a` can run the call (asking oneDNN makes its
+/// primitive, kept for the run that follows).
+bool available(const ConvCall& k, ConvAlgorithm a, int threads) {
+  if (a == ConvAlgorithm::direct) return true;
+  return !isEmpty(k) && (k.dtype == DType::f32 || k.dtype == DType::bf16) &&
+         !oneDnnConvImplementation(k, a == ConvAlgorithm::onednnBlocked, threads).empty();
+}
+constexpr ConvAlgorithm kOrder[] = {ConvAlgorithm::onednnBlocked, ConvAlgorithm::onednn, ConvAlgorithm::direct};
+}  // namespace
+
 std::vector<ConvAlgorithm> convCandidates(const ConvCall& k, int threads) {
   std::vector<ConvAlgorithm> all;
-  if (!isEmpty(k) && (k.dtype == DType::f32 || k.dtype == DType::bf16)) {
-    if (!oneDnnConvImplementation(k, true, threads).empty()) all.push_back(ConvAlgorithm::onednnBlocked);
-    if (!oneDnnConvImplementation(k, false, threads).empty()) all.push_back(ConvAlgorithm::onednn);
-  }
-  all.push_back(ConvAlgorithm::direct);
+  for (ConvAlgorithm a : kOrder)
+    if (available(k, a, threads)) all.push_back(a);
   return all;
 }
 
 ConvAlgorithm convAlgorithmFor(const ConvCall& k, int threads, std::span<void* const> buffers) {
+  if (const std::optional<ConvAlgorithm> f = forced(); f && available(k, *f, threads)) return *f;
+  if (!convBenchmark() || deterministic()) {
+    // The default: the first available, without asking oneDNN for the
+    // variants after it.
+    for (ConvAlgorithm a : kOrder)
+      if (available(k, a, threads)) return a;
+  }
   const std::vector<ConvAlgorithm> candidates = convCandidates(k, threads);
-  if (const std::optional<ConvAlgorithm> f = forced())
-    if (std::find(candidates.begin(), candidates.end(), *f) != candidates.end()) return *f;
-  if (candidates.size() == 1 || !convBenchmark() || deterministic()) return candidates.front();
+  if (candidates.size() == 1) return candidates.front();
   Choices& c = choices();
   std::vector<int64_t> key = k.encode();
   key.push_back(threads);

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "codegen/cpu_compiler.h"
+#include "runtime/conv.h"
 
 namespace kiln::tools {
 
@@ -24,6 +25,15 @@ std::string cpuModelName() {
 std::string compiledForText() {
   const codegen::CpuVectorTarget t = codegen::cpuVectorTarget();
   return fmt::format("{} ({}, {}-bit vectors)", t.cpu, t.isa, t.vectorBits);
+}
+
+std::string typicalConvAlgorithm() {
+  runtime::ConvCall k;
+  k.n = 8, k.c = 64, k.h = 56, k.w = 56, k.o = 64, k.kh = 3, k.kw = 3, k.ho = 56, k.wo = 56, k.padTop = 1,
+  k.padLeft = 1;
+  k.xStrides = k.yStrides = runtime::contiguousStrides(8, 64, 56, 56);
+  k.wStrides = runtime::contiguousStrides(64, 64, 3, 3);
+  return runtime::detail::convImplementation(k);
 }
 
 }  // namespace kiln::tools

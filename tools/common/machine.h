@@ -15,4 +15,10 @@ std::string cpuModelName();
 /// "znver3 (AVX2, 256-bit vectors)" (codegen::cpuVectorTarget).
 std::string compiledForText();
 
+/// How a typical convolution (ResNet's 64-channel 3x3 layer, batch 8, f32)
+/// runs here without measuring: "onednn_blocked: jit:avx512_core" (Note
+/// [Choosing a convolution algorithm] in runtime/conv.cpp); kiln-env and
+/// kiln-bench print it.
+std::string typicalConvAlgorithm();
+
 }  // namespace kiln::tools

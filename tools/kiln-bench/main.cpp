@@ -20,7 +20,6 @@
 #include "codegen/blas_choice.h"
 #include "frontend/profiler.h"
 #include "runtime/blas.h"
-#include "runtime/conv.h"
 #include "runtime/device_interface.h"
 #include "runtime/thread_pool.h"
 #include "tools/common/machine.h"
@@ -128,18 +127,10 @@ int run(const Options& options) {
                                  : "the BLAS's own (KILN_BLAS_THREADING=blas)",
                              blas.how, blas.halfHow);
   if (options.convBenchmark) kiln::backends::setBenchmark(true);
-  machine.conv = fmt::format("{}, default {}{}",
-                             options.convBenchmark ? "each distinct call measured (--conv-benchmark)"
-                                                   : "default algorithms, unmeasured",
-                             [] {
-                               kiln::runtime::ConvCall k;  // ResNet's 64-channel 3x3 layer, batch 8
-                               k.n = 8, k.c = 64, k.h = k.w = 56, k.o = 64, k.kh = k.kw = 3, k.ho = k.wo = 56;
-                               k.padTop = k.padLeft = 1;
-                               k.xStrides = k.yStrides = kiln::runtime::contiguousStrides(8, 64, 56, 56);
-                               k.wStrides = kiln::runtime::contiguousStrides(64, 64, 3, 3);
-                               return kiln::runtime::detail::convImplementation(k);
-                             }(),
-                             " on 64x56x56 3x3");
+  machine.conv = fmt::format(
+      "{}, default {} on 64x56x56 3x3",
+      options.convBenchmark ? "each distinct call measured (--conv-benchmark)" : "default algorithms, unmeasured",
+      kiln::tools::typicalConvAlgorithm());
   PrivateKernelCache kernelCache;
   // PyTorch is started before kiln measures anything (importing torch takes
   // seconds of CPU) and measures each workload after kiln has, so that the

@@ -15,7 +15,6 @@
 #include <thread>
 
 #include "codegen/blas_choice.h"
-#include "runtime/conv.h"
 #include "codegen/build_id.h"
 #include "codegen/cpu_compiler.h"
 #include "codegen/nvrtc_compiler.h"
@@ -101,15 +100,10 @@ json system() {
           {"cores", std::thread::hardware_concurrency()}};
 }
 
-/// How a typical convolution (ResNet's 64-channel 3x3 layer, batch 8, f32)
-/// runs here, unmeasured (Note [Choosing a convolution algorithm]).
+/// The typical convolution's algorithm, and KILN_CONV_ALGORITHM when set.
 std::string convSummary() {
-  runtime::ConvCall k;
-  k.n = 8, k.c = 64, k.h = 56, k.w = 56, k.o = 64, k.kh = 3, k.kw = 3, k.ho = 56, k.wo = 56, k.padTop = 1, k.padLeft = 1;
-  k.xStrides = runtime::contiguousStrides(8, 64, 56, 56), k.wStrides = runtime::contiguousStrides(64, 64, 3, 3);
-  k.yStrides = k.xStrides;
   const char* forced = std::getenv("KILN_CONV_ALGORITHM");
-  return fmt::format("{} (64x56x56 3x3 f32{})", runtime::detail::convImplementation(k),
+  return fmt::format("{} (64x56x56 3x3 f32{})", tools::typicalConvAlgorithm(),
                      forced && *forced ? fmt::format(", KILN_CONV_ALGORITHM={}", forced) : "");
 }
 

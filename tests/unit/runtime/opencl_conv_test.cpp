@@ -25,7 +25,6 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -449,40 +448,6 @@ TEST_F(OpenCLConv, EmptyOperandsMayHaveNoBuffer) {
     device().copyDeviceToHost(got.data(), out, got.size(), {});
     EXPECT_EQ(got, Bytes(got.size(), 0));
   }
-}
-
-// Not a test: the time of one ResNet-ish layer (docs/convolution.md).
-// Run with --gtest_also_run_disabled_tests --gtest_filter='*TimeAResNetLayer*'.
-TEST_F(OpenCLConv, DISABLED_TimeAResNetLayer) {
-  ConvCall c = geometry(2, 64, 28, 28, 64, 3, 3, 1, {1, 1}, {1, 1}, {1, 1, 1, 1});
-  c.xStrides = contiguousStrides(c.n, c.c, c.h, c.w);
-  c.wStrides = contiguousStrides(c.o, c.c, c.kh, c.kw);
-  c.yStrides = contiguousStrides(c.n, c.o, c.ho, c.wo);
-  // KILN_CONV_TIME_DTYPES=1: every dtype, not only f32.
-  std::vector<DType> timed = {DType::f32};
-  if (std::getenv("KILN_CONV_TIME_DTYPES")) timed = dtypes();
-  for (DType dtype : timed)
-    for (Kind kind : {Kind::forward, Kind::transpose, Kind::weightGrad}) {
-      c.kind = kind, c.dtype = dtype;
-      const int64_t nx = numel(xSizes(c)), nw = numel(wSizes(c)), ny = numel(ySizes(c)), item = itemSize(dtype);
-      const DevicePtr x = upload(Bytes(static_cast<size_t>(nx * item)), {});
-      const DevicePtr w = upload(Bytes(static_cast<size_t>(nw * item)), {});
-      const DevicePtr y = upload(Bytes(static_cast<size_t>(ny * item)), {});
-      const DevicePtr buffers[3] = {kind == Kind::transpose ? y : x, kind == Kind::weightGrad ? y : w,
-                                    kind == Kind::forward ? y : (kind == Kind::transpose ? x : w)};
-      const std::vector<int64_t> args = c.encode();
-      const LibraryCall call{Device::opencl(0), {}, buffers, args};
-      opencl::conv(call);  // builds the kernel
-      device().synchronize();
-      constexpr int kRuns = 10;
-      const auto start = std::chrono::steady_clock::now();
-      for (int r = 0; r < kRuns; ++r) opencl::conv(call);
-      device().synchronize();
-      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-      const double gflop = 2.0 * static_cast<double>(ny) * static_cast<double>(c.c * c.kh * c.kw) * 1e-9;
-      std::printf("%s %s N=2 C=64 28x28 O=64 3x3: %.2f ms (%.2f GFLOP/s)\n", kindName(kind),
-                  std::string(dtypeName(dtype)).c_str(), ms / kRuns, gflop / (ms / kRuns * 1e-3));
-    }
 }
 
 // --- ConvCall's arguments ---
