@@ -13,10 +13,12 @@
 #include <kiln/frontend/kiln.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <fstream>
 #include <numeric>
+#include <random>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -111,6 +113,29 @@ inline kiln::nn::Sequential makeCnn() {
   return nn::Sequential(Images(), conv(1, 32), nn::BatchNorm2d(32), nn::ReLU(), conv(32, 64), nn::BatchNorm2d(64),
                         nn::ReLU(), nn::MaxPool2d(2), conv(64, 64), nn::BatchNorm2d(64), nn::ReLU(),
                         nn::AdaptiveAvgPool2d(1), nn::Flatten(), nn::Linear(64, 10));
+}
+
+/// One epoch of both examples: `order` shuffled anew (Fisher-Yates with the
+/// engine directly: std::shuffle's order is not the same across standard
+/// libraries), minibatches of `batch` rows, each `lossOf(x, y)` then
+/// zeroGrad, backward and an optimizer step. Returns the mean loss.
+template <typename LossFn>
+double trainEpoch(kiln::optim::Optimizer& optimizer, const Dataset& train, std::vector<int64_t>& order, int batch,
+                  std::mt19937_64& shuffle, LossFn lossOf) {
+  for (size_t i = order.size() - 1; i > 0; --i) std::swap(order[i], order[shuffle() % (i + 1)]);
+  double lossSum = 0;
+  int batches = 0;
+  for (size_t start = 0; start < order.size(); start += static_cast<size_t>(batch)) {
+    const size_t end = std::min(order.size(), start + static_cast<size_t>(batch));
+    auto [x, y] = digits::batch(train, std::vector<int64_t>(order.begin() + start, order.begin() + end));
+    kiln::Tensor loss = lossOf(x, y);
+    optimizer.zeroGrad();
+    loss.backward();
+    optimizer.step();
+    lossSum += loss.item();
+    ++batches;
+  }
+  return lossSum / batches;
 }
 
 /// The fraction of `data` that `model` classifies right (in eval mode).

@@ -61,30 +61,15 @@ int main(int argc, char** argv) {
     std::iota(order.begin(), order.end(), 0);
     double acc = 0;
     for (int epoch = 1; epoch <= o.epochs; ++epoch) {
-      // Fisher-Yates with the engine directly: std::shuffle's order is not
-      // the same across standard libraries.
-      for (size_t i = order.size() - 1; i > 0; --i) std::swap(order[i], order[shuffle() % (i + 1)]);
-      double lossSum = 0;
-      int batches = 0;
-      for (size_t start = 0; start < order.size(); start += static_cast<size_t>(o.batch)) {
-        const size_t end = std::min(order.size(), start + static_cast<size_t>(o.batch));
-        auto [x, y] = digits::batch(train, std::vector<int64_t>(order.begin() + start, order.begin() + end));
-        kiln::Tensor loss;
-        {
-          auto ac = kiln::autocast(kiln::DeviceType::cpu, low, mixed);
-          loss = kiln::crossEntropy(model->forward(x), y);
-        }
-        optimizer.zeroGrad();
-        loss.backward();
-        optimizer.step();
-        lossSum += loss.item();
-        ++batches;
-      }
+      const double loss = digits::trainEpoch(optimizer, train, order, o.batch, shuffle, [&](auto& x, auto& y) {
+        auto ac = kiln::autocast(kiln::DeviceType::cpu, low, mixed);
+        return kiln::crossEntropy(model->forward(x), y);
+      });
       {
         auto ac = kiln::autocast(kiln::DeviceType::cpu, low, mixed);
         acc = digits::accuracy(model, test);
       }
-      std::printf("epoch %2d  loss %.4f  test accuracy %.2f%%\n", epoch, lossSum / batches, 100 * acc);
+      std::printf("epoch %2d  loss %.4f  test accuracy %.2f%%\n", epoch, loss, 100 * acc);
     }
     std::printf("test accuracy: %.2f%%\n", 100 * acc);
     if (o.minAccuracy >= 0 && acc < o.minAccuracy) {
