@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "common/conv_calls.h"
 #include "runtime/blas.h"
 #include "runtime/conv.h"
 #include "runtime/determinism.h"
@@ -20,19 +21,9 @@ namespace {
 
 using Kind = ConvCall::Kind;
 
-ConvCall call(Kind kind, int64_t n, int64_t c, int64_t h, int64_t w, int64_t o, int64_t k, int64_t stride, int64_t pad,
-              int64_t dilation, int64_t groups) {
-  ConvCall x;
-  x.kind = kind;
-  x.n = n, x.c = c, x.h = h, x.w = w, x.o = o, x.kh = k, x.kw = k;
-  x.strideH = x.strideW = stride, x.padTop = x.padLeft = pad, x.dilationH = x.dilationW = dilation;
-  x.groups = groups;
-  x.ho = (h + 2 * pad - dilation * (k - 1) - 1) / stride + 1;
-  x.wo = (w + 2 * pad - dilation * (k - 1) - 1) / stride + 1;
-  x.xStrides = contiguousStrides(n, c, h, w);
-  x.wStrides = contiguousStrides(o, c / groups, k, k);
-  x.yStrides = contiguousStrides(n, o, x.ho, x.wo);
-  return x;
+ConvCall call(ConvCall::Kind kind, int64_t n, int64_t c, int64_t h, int64_t w, int64_t o, int64_t k, int64_t stride,
+              int64_t pad, int64_t dilation = 1, int64_t groups = 1, DType dtype = DType::f32) {
+  return testutil::squareConvCall(kind, n, c, h, w, o, k, stride, pad, dilation, groups, dtype);
 }
 
 /// The three buffers of a call (operands filled with normal samples, the

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/conv_calls.h"
 #include "common/error_of.h"
 #include "runtime/conv.h"
 #include "runtime/cuda_driver.h"
@@ -29,24 +30,9 @@ using runtime::cuda::detail::planDnnConv;
 
 constexpr const char* kNoHeaders = "kiln was built without the CUDA toolkit's cuDNN headers (no cudnn.h)";
 
-/// A convolution of x [n, c, h, w] by w [o, c / groups, k, k] with the
-/// output size PyTorch gives it, every operand contiguous.
 ConvCall call(ConvCall::Kind kind, int64_t n, int64_t c, int64_t h, int64_t w, int64_t o, int64_t k, int64_t stride,
               int64_t pad, int64_t dilation = 1, int64_t groups = 1, DType dtype = DType::f32) {
-  ConvCall r;
-  r.kind = kind;
-  r.dtype = dtype;
-  r.n = n, r.c = c, r.h = h, r.w = w, r.o = o, r.kh = k, r.kw = k;
-  r.strideH = r.strideW = stride;
-  r.padTop = r.padLeft = pad;
-  r.dilationH = r.dilationW = dilation;
-  r.groups = groups;
-  r.ho = (h + 2 * pad - dilation * (k - 1) - 1) / stride + 1;
-  r.wo = (w + 2 * pad - dilation * (k - 1) - 1) / stride + 1;
-  r.xStrides = runtime::contiguousStrides(n, c, h, w);
-  r.wStrides = runtime::contiguousStrides(o, c / groups, k, k);
-  r.yStrides = runtime::contiguousStrides(n, o, r.ho, r.wo);
-  return r;
+  return testutil::squareConvCall(kind, n, c, h, w, o, k, stride, pad, dilation, groups, dtype);
 }
 
 DnnTensor packed(int n, int c, int h, int w) { return {{n, c, h, w}, {c * h * w, h * w, w, 1}}; }
