@@ -133,10 +133,6 @@ bool run(const ConvCall& k, ConvAlgorithm a, std::span<void* const> buffers, int
   return detail::oneDnnConv(k, a == ConvAlgorithm::onednnBlocked, buffers, threads);
 }
 
-std::string storeKey(const ConvCall& k, int threads, const std::string& description) {
-  return fmt::format("conv-choice/v1/{}/{}/threads {}", description, fmt::join(k.encode(), ","), threads);
-}
-
 /// Times each candidate on the call's buffers (each run once to warm up,
 /// then the best of two) and returns the fastest, with the timings.
 std::pair<ConvAlgorithm, std::string> measure(const ConvCall& k, const std::vector<ConvAlgorithm>& candidates,
@@ -180,6 +176,10 @@ void setConvChoiceStore(ConvChoiceStore store) {
 
 namespace detail {
 
+std::string convChoiceKey(const ConvCall& k, int threads, const std::string& description) {
+  return fmt::format("conv-choice/v1/{}/{}/threads {}", description, fmt::join(k.encode(), ","), threads);
+}
+
 namespace {
 /// Whether algorithm `a` can run the call (asking oneDNN makes its
 /// primitive, kept for the run that follows).
@@ -213,7 +213,7 @@ ConvAlgorithm convAlgorithmFor(const ConvCall& k, int threads, std::span<void* c
   key.push_back(threads);
   std::lock_guard lock(c.mutex);  // one measurement at a time: they would slow each other
   if (auto it = c.chosen.find(key); it != c.chosen.end()) return it->second;
-  const std::string stored = c.store.load ? storeKey(k, threads, c.store.description) : "";
+  const std::string stored = c.store.load ? convChoiceKey(k, threads, c.store.description) : "";
   if (c.store.load)
     if (const std::optional<std::string> kept = c.store.load(stored)) {
       std::istringstream in(*kept);

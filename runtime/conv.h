@@ -115,6 +115,9 @@ bool oneDnnConv(const ConvCall& call, bool blocked, std::span<void* const> buffe
 /// oneDNN's implementation for that variant ("brgconv:avx512_core", ...),
 /// or "" when oneDnnConv would refuse it.
 std::string oneDnnConvImplementation(const ConvCall& call, bool blocked, int threads);
+/// The key a measured choice is stored under: "conv-choice/v1/<the
+/// machine's description>/<the encoded call>/threads N".
+std::string convChoiceKey(const ConvCall& call, int threads, const std::string& description);
 /// The algorithms available for the call, in the default order.
 std::vector<ConvAlgorithm> convCandidates(const ConvCall& call, int threads);
 /// The algorithm conv() runs the call on; measures on `buffers` when the

@@ -385,9 +385,7 @@ TEST(Conv2d, BenchmarkModeKeepsItsChoiceInTheDiskCache) {
   k.xStrides = runtime::contiguousStrides(1, 3, 11, 13), k.wStrides = runtime::contiguousStrides(5, 3, 3, 3);
   const int threads = runtime::ThreadPool::instance().numThreads();
   if (runtime::detail::convCandidates(k, threads).size() < 2) GTEST_SKIP() << "one algorithm only (no oneDNN)";
-  const std::string key =
-      fmt::format("conv-choice/v1/{}/{}/threads {}", codegen::cpuTarget().description(Device::cpu()),
-                  fmt::join(k.encode(), ","), threads);
+  const std::string key = runtime::detail::convChoiceKey(k, threads, codegen::cpuTarget().description(Device::cpu()));
   backends::setBenchmark(true);
   const Tensor measured = conv2d(x, w, Tensor(), o);
   backends::setBenchmark(false);
